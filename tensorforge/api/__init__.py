@@ -1,0 +1,9 @@
+"""api — the public faces: `build`, `load`, and the runnable `Engine` (run / __call__ / save).
+
+The TensorRT-style classes (Builder, OnnxParser, Runtime, ...) are thin wrappers that live beside these.
+May import every room but compare and cli.
+"""
+
+from .high_level import Engine, build, load
+
+__all__ = ["Engine", "build", "load"]

@@ -1,0 +1,115 @@
+"""build / load / Engine: the high-level API of SPEC.md §2.
+
+    engine = tfg.build("model.onnx", fp16=True, shapes={"x": ((1,3,224,224), (8,3,224,224), (32,3,224,224))})
+    engine.save("model.engine")
+    engine = tfg.load("model.engine", device="cuda")
+    out = engine.run({"x": x})          # dict in, dict out; numpy in → numpy out
+    out = engine(x)                     # positional; one output → that tensor
+"""
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..builder import BuilderConfig, OptimizationProfile, build_engine
+from ..engine import Engine as EngineData
+from ..engine import to_bytes
+from ..parser import parse_model
+from ..parser.from_torch import export_module
+from ..runtime import ExecutionContext, load_engine_file
+from ..util.device import resolve_device
+from ..util.errors import InputError, UsageError
+from ..util.fileio import atomic_write
+
+
+def _as_profile(shapes: dict | None) -> list[OptimizationProfile]:
+    if not shapes:
+        return []
+    prof = OptimizationProfile()
+    for name, spec in shapes.items():
+        if len(spec) == 3 and all(isinstance(s, (tuple, list)) for s in spec):
+            prof.set_shape(name, *spec)
+        else:
+            prof.set_shape(name, spec, spec, spec)
+    return [prof]
+
+
+def build(model, fp16: bool = False, bf16: bool = False, shapes: dict | None = None, timing_cache: str | None = None,
+          device=None, example_inputs=None, tf32: bool = True, optimization_level: int = 3,
+          config: BuilderConfig | None = None, **export_options) -> "Engine":
+    """Build an engine from an ONNX path/bytes/ModelProto, or an nn.Module with `example_inputs`.
+
+    `shapes` maps input name → (min, opt, max) or a single static shape.
+    """
+    if isinstance(model, torch.nn.Module):
+        if example_inputs is None:
+            raise UsageError("building from an nn.Module needs example_inputs", "pass example_inputs=(tensor, ...)")
+        model = export_module(model, example_inputs, **export_options)
+    network = parse_model(model)
+    if config is None:
+        config = BuilderConfig(fp16=fp16, bf16=bf16, tf32=tf32, profiles=_as_profile(shapes),
+                               optimization_level=optimization_level, timing_cache_path=timing_cache,
+                               device=str(device) if device is not None else None)
+    return Engine(build_engine(network, config), device)
+
+
+def load(path, device=None) -> "Engine":
+    """Load an engine file written by `Engine.save` or `tensorforge exec --saveEngine`."""
+    return Engine(load_engine_file(path), device)
+
+
+class Engine:
+    """A built engine ready to run on one device (CUDA when present, else CPU)."""
+
+    def __init__(self, data: EngineData, device=None):
+        self.data = data
+        self.device = resolve_device(device)
+        self._context: ExecutionContext | None = None
+
+    @property
+    def context(self) -> ExecutionContext:
+        if self._context is None:
+            self._context = ExecutionContext(self.data, self.device)
+        return self._context
+
+    @property
+    def input_names(self) -> list[str]:
+        return self.data.input_names
+
+    @property
+    def output_names(self) -> list[str]:
+        return self.data.output_names
+
+    def save(self, path) -> None:
+        atomic_write(Path(path), to_bytes(self.data))
+
+    def serialize(self) -> bytes:
+        return to_bytes(self.data)
+
+    def run(self, feed: dict) -> dict:
+        if not isinstance(feed, dict):
+            raise InputError("Engine.run takes a dict of input name → tensor", "use engine(x, ...) for positional inputs")
+        numpy_in = any(isinstance(v, np.ndarray) for v in feed.values())
+        tensors = {k: _to_tensor(k, v) for k, v in feed.items()}
+        out = self.context.run(tensors)
+        if numpy_in:
+            return {k: v.detach().cpu().numpy() for k, v in out.items()}
+        return out
+
+    def __call__(self, *args):
+        names = self.input_names
+        if len(args) != len(names):
+            raise InputError(f"engine takes {len(names)} input(s) ({', '.join(names)}), got {len(args)}",
+                             "pass one tensor per input, in order")
+        out = self.run(dict(zip(names, args)))
+        values = [out[n] for n in self.output_names]
+        return values[0] if len(values) == 1 else tuple(values)
+
+
+def _to_tensor(name, value) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(value))
+    raise InputError(f"input {name!r} is a {type(value).__name__}, not a tensor", "pass a torch.Tensor or numpy array")

@@ -1,0 +1,95 @@
+"""build_engine(network, config) → Engine.
+
+    profiles ─► passes (fold, fuse) ─► precision ─► infer shapes at every profile point
+             ─► placement ─► tactic per layer ─► Engine
+
+Shape inference runs the IR references on meta tensors (no compute) at min/opt/max of every profile; a
+dimension that differs between points is stored as -1. A layer whose outputs are known values at every
+point (shape arithmetic on dynamic dims) is placed on the host, so the device never waits on tiny int ops.
+"""
+
+import time
+
+import torch
+
+from ..engine import Engine
+from ..ir import Network, TensorInfo, dtype_name
+from ..ir.interpret import InferenceFailure, propagate
+from ..ir.verifier import problems
+from ..passes import optimize
+from ..util.device import fingerprint, resolve_device
+from ..util.errors import BuildError
+from ..util.log import get_logger
+from ..version import __version__
+from .config import BuilderConfig
+from .precision import convert_precision
+from .profiles import resolve_profiles, shape_points
+from .tactics import choose_tactics
+
+
+def _infer(net: Network, points: list[dict], max_fold: int) -> tuple[dict[str, TensorInfo], set[str]]:
+    """Shapes/dtypes of every tensor (dims -1 where points disagree) and the names known at every point."""
+    envs = []
+    for point in points:
+        try:
+            envs.append(propagate(net, point, max_fold))
+        except InferenceFailure as e:
+            shapes = ", ".join(f"{k}={'x'.join(map(str, v))}" for k, v in point.items())
+            raise BuildError(f"shape inference failed at {shapes}: {e}",
+                             "check the input shapes; run with --verbose for details") from e
+    infos: dict[str, TensorInfo] = {}
+    host: set[str] = set()
+    for name in envs[0]:
+        ts = [env[name] for env in envs]
+        ranks = {t.dim() for t in ts}
+        if len(ranks) != 1:
+            shape = None
+        else:
+            shape = tuple(ts[0].shape[d] if all(t.shape[d] == ts[0].shape[d] for t in ts) else -1
+                          for d in range(ts[0].dim()))
+        infos[name] = TensorInfo(name, ts[0].dtype, tuple(int(d) for d in shape) if shape is not None else None)
+        if all(t.device.type != "meta" for t in ts):
+            host.add(name)
+    return infos, host
+
+
+def build_engine(network: Network, config: BuilderConfig | None = None, progress=None) -> Engine:
+    config = config or BuilderConfig()
+    log = get_logger()
+    t0 = time.perf_counter()
+    device = resolve_device(config.device)
+    found = problems(network)
+    if found:
+        raise BuildError(f"network {network.name!r} is malformed: {found[0]}", "fix the network definition")
+    net = network.copy()
+    resolved = resolve_profiles(net, config.profiles)
+    points = shape_points(resolved)
+
+    report = optimize(net, points, config.optimization_level, max_fold_elements=config.max_fold_elements)
+    log.verbose(f"passes: {report}")
+
+    if config.fp16 or config.bf16:
+        before, _ = _infer(net, points[:1], config.max_fold_elements)
+        half = torch.float16 if config.fp16 else torch.bfloat16
+        convert_precision(net, half, {o: before[o].dtype for o in net.outputs})
+
+    infos, host = _infer(net, points, config.max_fold_elements)
+    net.tensors.update(infos)
+    for layer in net.layers:
+        outs = [o for o in layer.outputs if o]
+        layer.placement = "host" if outs and all(o in host for o in outs) else "device"
+        if layer.precision is None:
+            dts = {infos[o].dtype for o in outs if o in infos}
+            layer.precision = dtype_name(next(iter(dts))) if len(dts) == 1 else "mixed"
+
+    choose_tactics(net, device, config, progress=progress)
+
+    inputs = [TensorInfo(n, net.tensors[n].dtype, net.tensors[n].shape) for n in net.inputs]
+    outputs = [TensorInfo(n, net.tensors[n].dtype, net.tensors[n].shape) for n in net.outputs]
+    build_time = time.perf_counter() - t0
+    build_info = {"device": fingerprint(device), "flags": config.flags(), "tensorforge_version": __version__,
+                  "torch_version": torch.__version__, "build_seconds": round(build_time, 3),
+                  "optimization_level": config.optimization_level, "passes": report}
+    log.info(f"built engine {net.name!r}: {len(net.layers)} layers in {build_time:.2f} s")
+    return Engine(net.name, inputs, outputs, [dict(p) for p in resolved], net.layers, dict(net.tensors),
+                  dict(net.constants), {}, [], build_info)

@@ -1,0 +1,1 @@
+"""codegen — see DESIGN.md."""

@@ -1,0 +1,138 @@
+"""Engine ⇄ bytes.
+
+Layout (little-endian):
+
+    offset  size  field
+    0       8     magic b"TFGENGIN"
+    8       4     format version (uint32)
+    12      8     manifest length M (uint64)
+    20      8     weights length W (uint64)
+    28      32    SHA-256 of manifest ‖ weights
+    60      M     manifest: UTF-8 JSON (names, shapes, dtypes, layers, tactics, profiles, kernel sources, versions)
+    60+M    W     weights: a safetensors blob (constants and tensor-valued attributes)
+
+Reading checks, in order: magic (foreign file), format version (rebuild needed), lengths (truncated),
+checksum (tampered or corrupted), then the manifest's schema. Every failure is an EngineFileError.
+"""
+
+import hashlib
+import json
+import struct
+
+import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from ..ir import Layer, TensorInfo, dtype_from_name, dtype_name
+from ..util.errors import EngineFileError
+from ..version import ENGINE_FORMAT_VERSION, __version__
+from .engine import Engine
+
+MAGIC = b"TFGENGIN"
+_HEADER = struct.Struct("<8sIQQ32s")
+_ATTR_PREFIX = "__attr__/"
+
+
+# ---- encoding ----------------------------------------------------------------------------------
+def _info_to_json(t: TensorInfo) -> dict:
+    return {"name": t.name, "dtype": dtype_name(t.dtype) if t.dtype is not None else None,
+            "shape": list(t.shape) if t.shape is not None else None}
+
+
+def _info_from_json(d: dict) -> TensorInfo:
+    return TensorInfo(d["name"], dtype_from_name(d["dtype"]) if d["dtype"] else None,
+                      tuple(d["shape"]) if d["shape"] is not None else None)
+
+
+def _encode_attr(value, key: str, blobs: dict):
+    if isinstance(value, torch.Tensor):
+        blobs[key] = value.detach().cpu().contiguous()
+        return {"$tensor": key}
+    if isinstance(value, (list, tuple)):
+        return [_encode_attr(v, f"{key}/{i}", blobs) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {"$dict": {k: _encode_attr(v, f"{key}/{k}", blobs) for k, v in value.items()}}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"attribute value of type {type(value).__name__} cannot be stored in an engine")
+
+
+def _decode_attr(value, blobs: dict):
+    if isinstance(value, dict):
+        if "$tensor" in value:
+            return blobs[value["$tensor"]]
+        if "$dict" in value:
+            return {k: _decode_attr(v, blobs) for k, v in value["$dict"].items()}
+    if isinstance(value, list):
+        return [_decode_attr(v, blobs) for v in value]
+    return value
+
+
+def to_bytes(engine: Engine) -> bytes:
+    blobs = {name: t.detach().cpu().contiguous() for name, t in engine.constants.items()}
+    layers = []
+    for layer in engine.layers:
+        attrs = {k: _encode_attr(v, f"{_ATTR_PREFIX}{layer.name}/{k}", blobs) for k, v in layer.attrs.items()}
+        layers.append({"name": layer.name, "op": layer.op, "inputs": layer.inputs, "outputs": layer.outputs,
+                       "attrs": attrs, "origin": layer.origin, "tactic": layer.tactic,
+                       "placement": layer.placement, "precision": layer.precision})
+    manifest = {
+        "tensorforge_version": __version__,
+        "format_version": ENGINE_FORMAT_VERSION,
+        "name": engine.name,
+        "inputs": [_info_to_json(t) for t in engine.inputs],
+        "outputs": [_info_to_json(t) for t in engine.outputs],
+        "profiles": [{k: [list(s) for s in v] for k, v in p.items()} for p in engine.profiles],
+        "tensors": [_info_to_json(t) for t in engine.tensors.values()],
+        "constants": sorted(engine.constants),
+        "layers": layers,
+        "kernel_sources": engine.kernel_sources,
+        "plugins": engine.plugins,
+        "build_info": engine.build_info,
+    }
+    mbytes = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+    wbytes = st_save(blobs) if blobs else b""
+    digest = hashlib.sha256(mbytes + wbytes).digest()
+    return _HEADER.pack(MAGIC, ENGINE_FORMAT_VERSION, len(mbytes), len(wbytes), digest) + mbytes + wbytes
+
+
+# ---- decoding ----------------------------------------------------------------------------------
+def read_header(data: bytes, what: str = "engine") -> tuple[int, int, int, bytes]:
+    if len(data) < len(MAGIC) or data[:len(MAGIC)] != MAGIC:
+        raise EngineFileError(f"{what} is not a tensorforge engine (wrong magic bytes)",
+                              "build one with `tensorforge exec --onnx=model.onnx --saveEngine=model.engine`")
+    if len(data) < _HEADER.size:
+        raise EngineFileError(f"{what} is truncated (header incomplete)", "rebuild the engine")
+    _, version, mlen, wlen, digest = _HEADER.unpack_from(data)
+    if version != ENGINE_FORMAT_VERSION:
+        raise EngineFileError(f"{what} has engine format version {version}; this tensorforge ({__version__}) reads "
+                              f"version {ENGINE_FORMAT_VERSION}", "rebuild the engine with this tensorforge")
+    return version, mlen, wlen, digest
+
+
+def from_bytes(data: bytes, what: str = "engine") -> Engine:
+    _, mlen, wlen, digest = read_header(data, what)
+    body = data[_HEADER.size:]
+    if len(body) < mlen + wlen:
+        raise EngineFileError(f"{what} is truncated ({len(data)} bytes, header promises {_HEADER.size + mlen + wlen})",
+                              "copy or rebuild it again")
+    if len(body) > mlen + wlen:
+        raise EngineFileError(f"{what} has {len(body) - mlen - wlen} unexpected trailing bytes", "rebuild the engine")
+    if hashlib.sha256(body).digest() != digest:
+        raise EngineFileError(f"{what} is corrupted or was modified (checksum mismatch)", "rebuild the engine")
+    try:
+        manifest = json.loads(body[:mlen].decode())
+        blobs = st_load(bytes(body[mlen:])) if wlen else {}
+        return _engine_from_manifest(manifest, blobs)
+    except (KeyError, TypeError, ValueError) as e:
+        raise EngineFileError(f"{what} has an unreadable manifest ({type(e).__name__}: {e})", "rebuild the engine") from e
+
+
+def _engine_from_manifest(m: dict, blobs: dict) -> Engine:
+    layers = [Layer(d["name"], d["op"], d["inputs"], d["outputs"], {k: _decode_attr(v, blobs) for k, v in d["attrs"].items()},
+                    d["origin"], d["tactic"], d["placement"], d["precision"]) for d in m["layers"]]
+    tensors = {d["name"]: _info_from_json(d) for d in m["tensors"]}
+    profiles = [{k: tuple(tuple(s) for s in v) for k, v in p.items()} for p in m["profiles"]]
+    return Engine(m["name"], [_info_from_json(d) for d in m["inputs"]], [_info_from_json(d) for d in m["outputs"]],
+                  profiles, layers, tensors, {k: blobs[k] for k in m["constants"]}, m["kernel_sources"], m["plugins"],
+                  m["build_info"])

@@ -1,0 +1,79 @@
+"""Run a network's reference implementations: shape/dtype propagation and constant evaluation.
+
+`propagate(net, shapes)` walks the layers once with
+- network inputs as *meta* tensors of the given shapes (no memory, no compute),
+- constants as real CPU tensors.
+A layer whose inputs are all real runs for real (this is constant folding, and it is how shape
+arithmetic such as Shape → Gather → Concat → Reshape gets concrete values); any other layer runs its
+reference on meta tensors, which yields exact output shapes and dtypes at the cost of no compute.
+The result maps every tensor name to a tensor: meta (value unknown) or real (value known).
+
+Memory traffic: none on the device; real evaluation touches only constants and small int tensors
+(capped at `max_fold_elements` per output; larger outputs are kept as meta and computed at run time).
+"""
+
+from typing import Callable
+
+import torch
+
+from .layer import Layer
+from .network import Network
+from .opspec import get_spec
+
+
+class InferenceFailure(Exception):
+    """A layer's reference could not run on its (meta) inputs; `layer` names it."""
+
+    def __init__(self, layer: Layer, cause: Exception):
+        self.layer, self.cause = layer, cause
+        super().__init__(f"layer {layer.name!r} (op {layer.op}): {type(cause).__name__}: {cause}")
+
+
+def as_outputs(result, count: int) -> list[torch.Tensor]:
+    """Normalise a reference's return value (tensor or tuple/list) to a list of `count` tensors."""
+    outs = list(result) if isinstance(result, (tuple, list)) else [result]
+    if len(outs) < count:
+        raise ValueError(f"reference returned {len(outs)} outputs, layer declares {count}")
+    return outs[:count]
+
+
+def run_reference(layer: Layer, inputs: list[torch.Tensor | None]) -> list[torch.Tensor]:
+    spec = get_spec(layer.op)
+    return as_outputs(spec.reference(*inputs, **layer.attrs), len(layer.outputs))
+
+
+def _is_real(t) -> bool:
+    return t is None or t.device.type != "meta"
+
+
+def _to_meta(t):
+    return t if t is None or t.device.type == "meta" else t.to("meta")
+
+
+def propagate(net: Network, input_shapes: dict[str, tuple[int, ...]], max_fold_elements: int = 1 << 24,
+              on_layer: Callable[[Layer, list, list], None] | None = None) -> dict[str, torch.Tensor]:
+    """Return name → tensor (meta or real) for every tensor of `net` at the given input shapes."""
+    env: dict[str, torch.Tensor] = {}
+    for name in net.inputs:
+        info = net.tensors[name]
+        env[name] = torch.empty(input_shapes[name], dtype=info.dtype, device="meta")
+    env.update(net.constants)
+    for layer in net.layers:
+        spec = get_spec(layer.op)
+        ins = [env[i] if i else None for i in layer.inputs]
+        try:
+            if spec.infer is not None:
+                outs = as_outputs(spec.infer(*ins, **layer.attrs), len(layer.outputs))
+            elif all(_is_real(t) for t in ins) and spec.host_ok:
+                outs = as_outputs(spec.reference(*ins, **layer.attrs), len(layer.outputs))
+                outs = [o if o.numel() <= max_fold_elements else o.to("meta") for o in outs]
+            else:
+                outs = as_outputs(spec.reference(*[_to_meta(t) for t in ins], **layer.attrs), len(layer.outputs))
+        except Exception as e:  # noqa: BLE001 - re-raised with the layer named
+            raise InferenceFailure(layer, e) from e
+        for name, t in zip(layer.outputs, outs):
+            if name:
+                env[name] = t
+        if on_layer is not None:
+            on_layer(layer, ins, outs)
+    return env

@@ -1,0 +1,90 @@
+"""The tactic registry.
+
+    @tactic("LayerNorm", name="triton_rowwise", configs=[{"BLOCK": 1024, "warps": 4}, ...])
+    class LayerNormRowwise:
+        def supports(layer, device) -> str | None: ...     # None = applicable, else the reason it is not
+        def build(layer, cfg, device) -> Kernel: ...
+
+A tactic id is stable text — `layernorm.triton_rowwise[BLOCK=1024,warps=4]` — stored in timing caches and
+engines; `instantiate(id, layer, device)` rebuilds the kernel from it at load time.
+`op="*"` registers a tactic that applies to every op (the generic reference tactic).
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import torch
+
+from ..ir import Layer
+
+
+class Kernel(Protocol):
+    def __call__(self, inputs: list[torch.Tensor | None]) -> list[torch.Tensor]: ...
+
+
+@dataclass
+class Tactic:
+    op: str
+    name: str
+    supports: Callable[[Layer, torch.device], str | None]
+    build: Callable[[Layer, dict, torch.device], Kernel]
+    configs: list[dict[str, Any]] = field(default_factory=lambda: [{}])
+    priority: int = 0          # higher = preferred when tactics are not timed (CPU builds, level 0)
+
+    def id(self, cfg: dict[str, Any]) -> str:
+        base = f"{self.op.lower() if self.op != '*' else 'any'}.{self.name}"
+        if not cfg:
+            return base
+        return base + "[" + ",".join(f"{k}={v}" for k, v in sorted(cfg.items())) + "]"
+
+
+_TACTICS: dict[str, list[Tactic]] = {}
+
+
+def tactic(op: str, name: str, configs: list[dict] | None = None, priority: int = 0):
+    """Class decorator: the class provides static `supports(layer, device)` and `build(layer, cfg, device)`."""
+    def wrap(cls):
+        t = Tactic(op, name, cls.supports, cls.build, list(configs or [{}]), priority)
+        existing = _TACTICS.setdefault(op, [])
+        if any(e.name == name for e in existing):
+            raise ValueError(f"tactic {op}.{name} registered twice")
+        existing.append(t)
+        return cls
+    return wrap
+
+
+def candidates(layer: Layer, device: torch.device) -> tuple[list[tuple[Tactic, dict]], dict[str, str]]:
+    """All (tactic, config) pairs applicable to `layer` on `device`, best-priority first, and the reasons
+    the others were rejected (tactic name → reason)."""
+    found, reasons = [], {}
+    for t in _TACTICS.get(layer.op, []) + _TACTICS.get("*", []):
+        why = t.supports(layer, device)
+        if why is None:
+            found.extend((t, cfg) for cfg in t.configs)
+        else:
+            reasons[t.name] = why
+    found.sort(key=lambda tc: -tc[0].priority)
+    return found, reasons
+
+
+def _parse_id(tactic_id: str) -> tuple[str, str, dict]:
+    head, _, rest = tactic_id.partition("[")
+    op_lower, _, name = head.partition(".")
+    cfg: dict[str, Any] = {}
+    if rest:
+        for item in rest.rstrip("]").split(","):
+            k, _, v = item.partition("=")
+            cfg[k] = int(v) if v.lstrip("-").isdigit() else v
+    return op_lower, name, cfg
+
+
+def instantiate(tactic_id: str, layer: Layer, device: torch.device) -> Kernel:
+    """Rebuild the kernel named by `tactic_id` for `layer` (engine load time)."""
+    op_lower, name, cfg = _parse_id(tactic_id)
+    for t in _TACTICS.get(layer.op, []) + _TACTICS.get("*", []):
+        if t.name == name:
+            why = t.supports(layer, device)
+            if why is not None:
+                raise ValueError(f"tactic {tactic_id} cannot run layer {layer.name!r} on {device}: {why}")
+            return t.build(layer, cfg, device)
+    raise KeyError(f"tactic {tactic_id!r} for layer {layer.name!r} ({layer.op}) is not available in this tensorforge")

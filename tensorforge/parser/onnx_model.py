@@ -1,0 +1,162 @@
+"""parse_model: ONNX file/bytes/ModelProto → Network.
+
+Steps: load (external data read lazily, relative to the model's folder) → graph inputs (initializers
+that shadow an input are weights, as in TensorRT) → initializers → nodes in order, each dispatched to the
+importer registered for its exact (domain, op_type, since_version), else to a registered plugin →
+graph outputs. Any failure names the node, its op_type and opset, and what to do.
+"""
+
+import os
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from ..ir import Network
+from ..ir.verifier import problems
+from ..util.errors import ModelError, TensorforgeError, UnsupportedOpError
+from ..util.fileio import read_bytes
+from . import importers  # noqa: F401  (registers the built-in importers)
+from .attributes import node_attributes
+from .context import ImportContext, NodeView
+from .plugins import import_plugin_node
+from .registry import lookup, supported_versions
+from .tensors import to_torch, torch_dtype
+
+
+def load_model_proto(source) -> tuple[onnx.ModelProto, str | None]:
+    """Accept a path, raw bytes or a ModelProto; return the proto and the folder for external data."""
+    if isinstance(source, onnx.ModelProto):
+        return source, None
+    if isinstance(source, (bytes, bytearray)):
+        data, base_dir, what = bytes(source), None, "ONNX model bytes"
+    else:
+        data = read_bytes(source, "ONNX model")
+        base_dir, what = str(Path(source).resolve().parent), f"ONNX model {source}"
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        raise ModelError(f"cannot read {what}: not a valid ONNX protobuf ({e})",
+                         "the file is truncated or not an ONNX model; re-export it") from None
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise ModelError(f"{what} has no graph", "the file is truncated or not an ONNX model; re-export it")
+    return model, base_dir
+
+
+def _opsets(model: onnx.ModelProto) -> dict[str, int]:
+    ops = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    if "" not in ops:
+        ops[""] = 1 if model.ir_version < 3 else onnx.defs.onnx_opset_version()
+    return ops
+
+
+def _shape_of(value_info: onnx.ValueInfoProto):
+    t = value_info.type.tensor_type
+    if not t.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or -1) for d in t.shape.dim)
+
+
+def _schema(op_type: str, version: int, domain: str):
+    try:
+        return onnx.defs.get_schema(op_type, version, domain)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def import_graph(graph: onnx.GraphProto, opsets: dict[str, int], base_dir: str | None, name: str) -> Network:
+    net = Network(name or "network")
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        net._names.add(vi.name)
+    for node in graph.node:
+        net._names.update(o for o in node.output if o)
+    ctx = ImportContext(net, opsets, base_dir)
+
+    inits = {t.name: t for t in graph.initializer}
+    for vi in graph.input:
+        if vi.name in inits:
+            continue
+        if not vi.type.HasField("tensor_type"):
+            raise ModelError(f"graph input {vi.name!r} is not a tensor", "only tensor inputs are supported")
+        net.add_input(vi.name, torch_dtype(vi.type.tensor_type.elem_type, f"input {vi.name!r}: "), _shape_of(vi))
+    for t in graph.initializer:
+        net.add_constant(t.name, to_torch(t, base_dir))
+
+    for index, proto in enumerate(graph.node):
+        _import_node(ctx, proto, index)
+
+    for vi in graph.output:
+        resolved = ctx.resolve(vi.name)
+        if resolved not in net.tensors:
+            raise ModelError(f"graph output {vi.name!r} is not produced by any node", "the model is malformed")
+        if resolved != vi.name or resolved in net.inputs or resolved in net.constants:
+            layer = net.add_layer("Identity", [resolved], [vi.name], name=f"{vi.name}/identity", origin=[vi.name])
+            net.tensors[vi.name].dtype = net.tensors[resolved].dtype
+            resolved = layer.outputs[0]
+        net.mark_output(resolved)
+        if vi.type.tensor_type.elem_type:
+            net.tensors[resolved].dtype = torch_dtype(vi.type.tensor_type.elem_type, f"output {vi.name!r}: ")
+    found = problems(net)
+    if found:
+        raise ModelError(f"the model's graph is malformed: {found[0]}", "check the exporter's output with onnx.checker")
+    net.prune_tensors()
+    return net
+
+
+def _import_node(ctx: ImportContext, proto: onnx.NodeProto, index: int) -> None:
+    domain = "" if proto.domain == "ai.onnx" else proto.domain
+    name = proto.name or f"{proto.op_type}_{index}"
+    opset = ctx.opsets.get(domain)
+    schema = _schema(proto.op_type, opset, domain) if opset is not None else None
+    version = schema.since_version if schema is not None else (opset or 1)
+    try:
+        attrs = node_attributes(proto, schema, ctx.base_dir)
+    except TensorforgeError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise ModelError(f"node {name!r} ({proto.op_type}): cannot decode attributes: {e}", "re-export the model") from e
+    node = NodeView(name, proto.op_type, domain, version, attrs, list(proto.output), {a.name for a in proto.attribute})
+    inputs = [ctx.resolve(i) if i else "" for i in proto.input]
+    for i in inputs:
+        if i and i not in ctx.net.tensors:
+            raise ModelError(f"{node.where()} reads {i!r}, which no earlier node, input or initializer defines",
+                             "the graph is not topologically sorted or is malformed")
+    fn = lookup(domain, proto.op_type, version) if schema is not None else None
+    ctx.begin(node)
+    try:
+        if fn is not None:
+            produced = fn(ctx, node, inputs)
+        else:
+            produced = import_plugin_node(ctx, node, inputs)
+            if produced is None:
+                raise _unsupported(node, schema)
+        ctx.bind_outputs(node, produced)
+    except TensorforgeError:
+        raise
+    except Exception as e:  # noqa: BLE001 - importer bugs and bad attributes are reported per node
+        raise ModelError(f"{node.where()}: {type(e).__name__}: {e}",
+                         "check the node's attributes and inputs; run with --verbose for the traceback") from e
+
+
+def _unsupported(node: NodeView, schema) -> UnsupportedOpError:
+    verified = supported_versions(node.op_type, node.domain)
+    if verified:
+        return UnsupportedOpError(
+            f"{node.where()}: {node.op_type} version {node.version} has no verified importer; verified versions: "
+            f"{', '.join(map(str, verified))}", "export with an opset whose version of this op is verified")
+    if schema is None and node.domain:
+        return UnsupportedOpError(
+            f"{node.where()}: no plugin is registered for {node.domain}::{node.op_type}",
+            "register one with @tensorforge.plugin.register and load it with --staticPlugins=FILE.py")
+    return UnsupportedOpError(f"{node.where()}: op {node.op_type} is not supported",
+                              "write a plugin for it (docs/plugins.md) and load it with --staticPlugins=FILE.py")
+
+
+def parse_model(source, name: str | None = None) -> Network:
+    """Parse an ONNX model (path, bytes or ModelProto) into a Network."""
+    model, base_dir = load_model_proto(source)
+    if name is None:
+        name = model.graph.name or (os.path.splitext(os.path.basename(str(source)))[0]
+                                    if isinstance(source, (str, os.PathLike)) else "network")
+    return import_graph(model.graph, _opsets(model), base_dir, name)

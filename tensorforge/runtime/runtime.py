@@ -1,0 +1,17 @@
+"""Runtime: engine bytes or file → Engine, with clear errors for bad files."""
+
+from ..engine import Engine, from_bytes
+from ..util.device import resolve_device
+from ..util.fileio import read_bytes
+
+
+class Runtime:
+    def __init__(self, device=None):
+        self.device = resolve_device(device)
+
+    def deserialize(self, data: bytes, what: str = "engine") -> Engine:
+        return from_bytes(bytes(data), what)
+
+
+def load_engine_file(path) -> Engine:
+    return from_bytes(read_bytes(path, "engine file"), f"engine file {path}")
