@@ -1,4 +1,11 @@
-"""Built-in IR ops, one family per module. Importing this package registers them all (explicit list)."""
+"""Built-in IR ops, one family per module. Importing this package registers them all (explicit list).
+
+IR ops carry ONNX's name and latest semantics (attributes named as in ONNX); fused ops have names of their own.
+"""
 
 from . import elementwise  # noqa: F401
 from . import activation  # noqa: F401
+from . import conv, pool, norm, linalg, nn_misc  # noqa: F401,E401
+from . import shape, indexing, reduce, tensor_misc  # noqa: F401,E401
+from . import control, sequence, quant, random, bitwise, detection, rnn, signal, extra  # noqa: F401,E401
+from . import fused  # noqa: F401

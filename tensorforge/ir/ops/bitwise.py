@@ -1,0 +1,1 @@
+"""IR ops: bitwise family (being written)."""

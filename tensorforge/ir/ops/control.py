@@ -1,0 +1,1 @@
+"""IR ops: control family (being written)."""

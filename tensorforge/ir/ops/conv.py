@@ -1,0 +1,1 @@
+"""IR ops: conv family (being written)."""

@@ -1,0 +1,1 @@
+"""IR ops: detection family (being written)."""

@@ -1,0 +1,1 @@
+"""IR ops: extra family (being written)."""

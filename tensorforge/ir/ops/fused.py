@@ -1,0 +1,1 @@
+"""IR ops: fused family (being written)."""

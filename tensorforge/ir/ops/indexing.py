@@ -1,0 +1,1 @@
+"""IR ops: indexing family (being written)."""

@@ -1,0 +1,1 @@
+"""IR ops: linalg family (being written)."""

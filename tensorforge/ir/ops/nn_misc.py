@@ -1,0 +1,1 @@
+"""IR ops: nn_misc family (being written)."""

@@ -1,0 +1,1 @@
+"""IR ops: norm family (being written)."""

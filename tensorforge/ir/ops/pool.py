@@ -1,0 +1,1 @@
+"""IR ops: pool family (being written)."""

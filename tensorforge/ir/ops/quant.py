@@ -1,0 +1,1 @@
+"""IR ops: quant family (being written)."""

@@ -1,0 +1,1 @@
+"""IR ops: random family (being written)."""

@@ -1,0 +1,1 @@
+"""IR ops: reduce family (being written)."""

@@ -1,0 +1,1 @@
+"""IR ops: rnn family (being written)."""

@@ -1,0 +1,1 @@
+"""IR ops: sequence family (being written)."""

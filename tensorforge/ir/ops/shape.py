@@ -1,0 +1,1 @@
+"""IR ops: shape family (being written)."""

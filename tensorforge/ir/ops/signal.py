@@ -1,0 +1,1 @@
+"""IR ops: signal family (being written)."""

@@ -1,0 +1,1 @@
+"""IR ops: tensor_misc family (being written)."""

@@ -1,0 +1,1 @@
+"""Importers: bitwise family (being written)."""

@@ -1,0 +1,1 @@
+"""Importers: control family (being written)."""

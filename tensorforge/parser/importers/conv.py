@@ -1,0 +1,1 @@
+"""Importers: conv family (being written)."""

@@ -1,0 +1,1 @@
+"""Importers: detection family (being written)."""

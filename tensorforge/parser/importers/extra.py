@@ -1,0 +1,1 @@
+"""Importers: extra family (being written)."""

@@ -1,0 +1,1 @@
+"""Importers: indexing family (being written)."""

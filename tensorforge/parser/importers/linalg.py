@@ -1,0 +1,1 @@
+"""Importers: linalg family (being written)."""

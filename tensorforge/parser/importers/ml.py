@@ -1,0 +1,1 @@
+"""Importers: ml family (being written)."""

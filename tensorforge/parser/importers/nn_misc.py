@@ -1,0 +1,1 @@
+"""Importers: nn_misc family (being written)."""

@@ -1,0 +1,1 @@
+"""Importers: norm family (being written)."""

@@ -1,0 +1,1 @@
+"""Importers: pool family (being written)."""

@@ -1,0 +1,1 @@
+"""Importers: quant family (being written)."""

@@ -1,0 +1,1 @@
+"""Importers: random family (being written)."""

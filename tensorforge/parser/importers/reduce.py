@@ -1,0 +1,1 @@
+"""Importers: reduce family (being written)."""

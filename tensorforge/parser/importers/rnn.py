@@ -1,0 +1,1 @@
+"""Importers: rnn family (being written)."""

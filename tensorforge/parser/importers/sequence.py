@@ -1,0 +1,1 @@
+"""Importers: sequence family (being written)."""

@@ -1,0 +1,1 @@
+"""Importers: shape family (being written)."""

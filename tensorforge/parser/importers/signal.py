@@ -1,0 +1,1 @@
+"""Importers: signal family (being written)."""

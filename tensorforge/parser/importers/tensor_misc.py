@@ -1,0 +1,1 @@
+"""Importers: tensor_misc family (being written)."""
