@@ -12,3 +12,9 @@ from .util.log import Logger
 from .version import __version__
 
 __all__ = ["Engine", "Logger", "TensorforgeError", "__version__", "build", "load"]
+
+# TensorRT's Python names (Builder, OnnxParser, Runtime, DataType, ...): `import tensorforge as trt` ports a script
+from .api import trt as _trt  # noqa: E402
+from .api.trt import *  # noqa: E402,F401,F403
+
+__all__ += [n for n in _trt.__all__ if n not in __all__]

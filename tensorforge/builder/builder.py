@@ -15,8 +15,12 @@ import torch
 from ..engine import Engine
 from ..ir import Network, TensorInfo, dtype_name
 from ..ir.interpret import InferenceFailure, propagate
+from ..ir.dynamic import placeholder_info
 from ..ir.verifier import problems
 from ..passes import optimize
+from ..codegen import generate_kernel_sources
+from ..kernels.generated import register_sources
+from ..plugin import engine_records
 from ..util.device import fingerprint, resolve_device
 from ..util.errors import BuildError
 from ..util.log import get_logger
@@ -24,6 +28,7 @@ from ..version import __version__
 from .config import BuilderConfig
 from .precision import convert_precision
 from .profiles import resolve_profiles, shape_points
+from .memory_plan import plan_network
 from .tactics import choose_tactics
 
 
@@ -47,7 +52,12 @@ def _infer(net: Network, points: list[dict], max_fold: int) -> tuple[dict[str, T
         else:
             shape = tuple(ts[0].shape[d] if all(t.shape[d] == ts[0].shape[d] for t in ts) else -1
                           for d in range(ts[0].dim()))
-        infos[name] = TensorInfo(name, ts[0].dtype, tuple(int(d) for d in shape) if shape is not None else None)
+        dtype, ph = ts[0].dtype, [placeholder_info(t) for t in ts]
+        if any(ph):   # known only at run time (ir/dynamic.py): every dim -1; rank/dtype only where known
+            shape = (-1,) * ts[0].dim() if all(p is None or p.rank_known for p in ph) and len(ranks) == 1 else None
+            if not all(p is None or p.dtype_known for p in ph):
+                dtype = net.tensors[name].dtype if name in net.tensors else None
+        infos[name] = TensorInfo(name, dtype, tuple(int(d) for d in shape) if shape is not None else None)
         if all(t.device.type != "meta" for t in ts):
             host.add(name)
     return infos, host
@@ -65,16 +75,23 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
     resolved = resolve_profiles(net, config.profiles)
     points = shape_points(resolved)
 
-    report = optimize(net, points, config.optimization_level, max_fold_elements=config.max_fold_elements)
+    try:    # constant folding evaluates every layer: a bad shape/axes/k value surfaces here first
+        report = optimize(net, points, config.optimization_level, max_fold_elements=config.max_fold_elements)
+    except InferenceFailure as e:
+        raise BuildError(f"shape inference failed: {e}", "check the model's shape, axes and size values") from e
     log.verbose(f"passes: {report}")
 
     if config.fp16 or config.bf16:
         before, _ = _infer(net, points[:1], config.max_fold_elements)
         half = torch.float16 if config.fp16 else torch.bfloat16
         convert_precision(net, half, {o: before[o].dtype for o in net.outputs})
+    report.update(optimize(net, points, config.optimization_level, stage="late",     # dtypes final: chains
+                           max_fold_elements=config.max_fold_elements))
 
     infos, host = _infer(net, points, config.max_fold_elements)
     net.tensors.update(infos)
+    kernel_sources = generate_kernel_sources(net)        # codegen/: one Triton source per PointwiseChain
+    register_sources(kernel_sources)
     for layer in net.layers:
         outs = [o for o in layer.outputs if o]
         layer.placement = "host" if outs and all(o in host for o in outs) else "device"
@@ -82,14 +99,19 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
             dts = {infos[o].dtype for o in outs if o in infos}
             layer.precision = dtype_name(next(iter(dts))) if len(dts) == 1 else "mixed"
 
-    choose_tactics(net, device, config, progress=progress)
+    tactic_report = choose_tactics(net, device, config, progress=progress,
+                                   opt_point={n: s[1] for n, s in resolved[0].items()})
+    memory = plan_network(net, [{n: s[2] for n, s in p.items()} for p in resolved], config.max_fold_elements)
+    log.info(f"activation memory: planned peak {memory.peak_bytes / 2**20:.1f} MiB "
+             f"(naive sum {memory.naive_bytes / 2**20:.1f} MiB)")
 
     inputs = [TensorInfo(n, net.tensors[n].dtype, net.tensors[n].shape) for n in net.inputs]
     outputs = [TensorInfo(n, net.tensors[n].dtype, net.tensors[n].shape) for n in net.outputs]
     build_time = time.perf_counter() - t0
     build_info = {"device": fingerprint(device), "flags": config.flags(), "tensorforge_version": __version__,
                   "torch_version": torch.__version__, "build_seconds": round(build_time, 3),
-                  "optimization_level": config.optimization_level, "passes": report}
+                  "optimization_level": config.optimization_level, "passes": report,
+                  "tactics": tactic_report.as_dict(), "memory": memory.as_dict()}
     log.info(f"built engine {net.name!r}: {len(net.layers)} layers in {build_time:.2f} s")
     return Engine(net.name, inputs, outputs, [dict(p) for p in resolved], net.layers, dict(net.tensors),
-                  dict(net.constants), {}, [], build_info)
+                  dict(net.constants), kernel_sources, engine_records(net.layers), build_info)

@@ -32,6 +32,7 @@ class BuilderConfig:
     workspace_bytes: int | None = None
     timing_cache_path: str | None = None
     use_timing_cache: bool = True
+    timing_cache: object | None = None     # a builder.timing_cache.TimingCache, updated in place (set_timing_cache)
     device: str | None = None
     max_fold_elements: int = 1 << 24
 

@@ -1,30 +1,297 @@
-"""Tactic choice per layer.
+"""Tactic choice per layer: measured on the target GPU, remembered in the timing cache.
 
-For each layer, the kernels registry lists the applicable (tactic, config) pairs with reasons for the rest.
-With one candidate, or when timing is off (CPU builds, optimisation level 0), the highest-priority
-candidate wins. Timing on the target GPU and the persistent timing cache plug in here.
+Entry point: `choose_tactics(net, device, config, opt_point=...) -> TacticReport`. For each layer the kernels
+registry lists the applicable (tactic, config) pairs, with reasons for the rest. One candidate, a host-placed layer,
+optimisation level 0 or a CPU build (no timer given): the highest-priority candidate wins, untimed. Otherwise each
+candidate is built, run once (compilation, lazy init, and a check that it runs at all) and timed by a `Timer` on
+inputs of the layer's real shapes, strides and dtypes at the opt point; the lowest median wins. Identical layers
+(same `timing_cache.layer_signature`) are timed once per build, and never again when the timing cache is warm.
 """
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Callable, Protocol
 
 import torch
 
-from ..ir import Network
+from ..ir import Layer, Network
+from ..ir.interpret import propagate, run_reference
 from ..kernels import candidates
+from ..util.device import fingerprint
 from ..util.errors import BuildError
 from ..util.log import get_logger
 from .config import BuilderConfig
+from .timing_cache import TimingCache, device_key, layer_signature
 
 
-def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, progress=None) -> None:
+@dataclass
+class Measurement:
+    times_ms: list[float]
+    scratch_bytes: int | None = None    # device memory beyond inputs and outputs (None: not measurable here)
+
+    @property
+    def median_ms(self) -> float:
+        return median(self.times_ms)
+
+
+class Timer(Protocol):
+    def measure(self, tactic_id: str, run: Callable[[], list]) -> Measurement: ...
+
+
+@contextmanager
+def tf32_mode(enabled: bool):
+    """TF32 for fp32 matmul and convolution on (TensorRT's default) or off (--noTF32), restored afterwards."""
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(enabled)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+class CudaEventTimer:
+    """GPU time of one candidate: `warmup` runs, then `iters` replays timed one by one with CUDA events.
+
+    The candidate is captured in a CUDA graph when it can be (as the runtime will run it), so launch overhead on
+    the host does not decide between a one-kernel and a three-kernel tactic; otherwise its eager runs are timed.
+    Scratch memory = peak allocated during one run − memory before − bytes of the outputs.
+    """
+
+    def __init__(self, device: torch.device, warmup: int = 3, iters: int = 10):
+        self.device, self.warmup, self.iters = device, warmup, iters
+
+    def measure(self, tactic_id: str, run: Callable[[], list]) -> Measurement:
+        dev = self.device
+        torch.cuda.synchronize(dev)
+        base = torch.cuda.memory_allocated(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        outs = run()
+        torch.cuda.synchronize(dev)
+        out_bytes = sum(o.untyped_storage().nbytes() for o in outs if isinstance(o, torch.Tensor))
+        scratch = max(0, torch.cuda.max_memory_allocated(dev) - base - out_bytes)
+        del outs
+        stream = torch.cuda.Stream(dev)
+        stream.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(stream):
+            for _ in range(self.warmup):
+                run()
+            graph = _try_capture(run, stream)
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.iters)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.iters)]
+            for s, e in zip(starts, ends):
+                s.record()
+                if graph is not None:
+                    graph.replay()
+                else:
+                    run()
+                e.record()
+        torch.cuda.synchronize(dev)
+        return Measurement([s.elapsed_time(e) for s, e in zip(starts, ends)], scratch)
+
+
+def _try_capture(run, stream):
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    graph.capture_begin(capture_error_mode="thread_local")
+    try:
+        run()
+    except Exception:  # noqa: BLE001 - not capturable: timed eagerly instead (a timing method, not a result)
+        try:
+            graph.capture_end()
+        except Exception:  # noqa: BLE001
+            pass
+        torch.cuda.synchronize()
+        return None
+    graph.capture_end()
+    return graph
+
+
+@dataclass
+class TacticReport:
+    timed_layers: int = 0          # layers measured in this build
+    measurements: int = 0          # (tactic, config) candidates measured
+    cache_hits: int = 0            # layers whose choice came from the timing cache
+    untimed_layers: int = 0        # one candidate, host layer, level 0 or no GPU
+    seconds: float = 0.0
+    rejected: dict[str, dict[str, str]] = field(default_factory=dict)   # layer → tactic → reason
+
+    def as_dict(self) -> dict:
+        return {"timed_layers": self.timed_layers, "measurements": self.measurements, "cache_hits": self.cache_hits,
+                "untimed_layers": self.untimed_layers, "seconds": round(self.seconds, 3)}
+
+
+def _open_cache(config: BuilderConfig, cache: TimingCache | None) -> TimingCache | None:
+    if not config.use_timing_cache:
+        return None
+    if cache is not None:
+        return cache
+    if getattr(config, "timing_cache", None) is not None:
+        return config.timing_cache
+    if config.timing_cache_path:
+        return TimingCache.load(config.timing_cache_path)
+    return TimingCache()        # in memory: identical layers of this build are timed once
+
+
+def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, progress=None,
+                   opt_point: dict | None = None, timer: Timer | None = None,
+                   cache: TimingCache | None = None) -> TacticReport:
+    """Set `layer.tactic` for every layer of `net`. `timer` forces timing (tests pass a fake one on CPU)."""
     log = get_logger()
-    for layer in net.layers:
-        found, reasons = candidates(layer, device)
-        if not found:
-            why = "; ".join(f"{k}: {v}" for k, v in reasons.items()) or "no tactic is registered"
-            raise BuildError(f"layer {layer.name!r} ({layer.op}) has no tactic for {device.type}: {why}",
-                             "build for another device or write a plugin for this op")
-        tac, cfg = found[0]
-        layer.tactic = tac.id(cfg)
-        for name, why in reasons.items():
-            log.verbose(f"layer {layer.name}: tactic {name} rejected: {why}")
-        if progress is not None:
-            progress(layer)
+    t0 = time.perf_counter()
+    report = TacticReport()
+    timing = config.optimization_level > 0 and (timer is not None or device.type == "cuda")
+    if timing and timer is None:
+        timer = CudaEventTimer(device)
+    cache = _open_cache(config, cache) if timing else None
+    dev_key = device_key(fingerprint(device)) if timing else ""
+    walk = _LayoutWalk(net, opt_point, device) if timing else None
+    with tf32_mode(config.tf32) if device.type == "cuda" else _nothing():
+        for layer in net.layers:
+            found, reasons = candidates(layer, device)
+            if not found:
+                why = "; ".join(f"{k}: {v}" for k, v in reasons.items()) or "no tactic is registered"
+                raise BuildError(f"layer {layer.name!r} ({layer.op}) has no tactic for {device.type}: {why}",
+                                 "build for another device or write a plugin for this op")
+            for name, why in reasons.items():
+                log.verbose(f"layer {layer.name}: tactic {name} rejected: {why}")
+            if not timing or len(found) == 1 or layer.placement == "host":
+                layer.tactic = found[0][0].id(found[0][1])
+                report.untimed_layers += 1
+                if walk is not None:
+                    walk.untimed(layer)
+            else:
+                _choose_timed(layer, found, walk, timer, cache, dev_key, config, report)
+            if progress is not None:
+                progress(layer)
+    if cache is not None and config.timing_cache_path:
+        cache.save(config.timing_cache_path)
+    report.seconds = time.perf_counter() - t0
+    if timing:
+        log.info(f"tactics: {report.timed_layers} layers timed ({report.measurements} measurements), "
+                 f"{report.cache_hits} from the timing cache, {report.untimed_layers} untimed, {report.seconds:.2f} s")
+    return report
+
+
+@contextmanager
+def _nothing():
+    yield
+
+
+def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache: TimingCache | None, dev_key: str,
+                  config: BuilderConfig, report: TacticReport) -> None:
+    log = get_logger()
+    ids = [t.id(c) for t, c in found]
+    key, sig = layer_signature(layer, walk.describe_inputs(layer), ids)
+    entry = cache.lookup(dev_key, key) if cache is not None else None
+    if entry is not None and entry.get("best") in ids:
+        layer.tactic = entry["best"]
+        report.cache_hits += 1
+        walk.set_strides(layer, entry.get("out_strides"))
+        log.verbose(f"layer {layer.name}: {layer.tactic} (timing cache)")
+        return
+    inputs = walk.materialize(layer)
+    times, rejected, strides = {}, {}, {}
+    for tac, cfg in found:
+        tid = tac.id(cfg)
+        try:
+            kernel = tac.build(layer, cfg, walk.device)
+            outs = kernel(inputs)
+            m = timer.measure(tid, lambda: kernel(inputs))
+        except Exception as e:  # noqa: BLE001 - the candidate is rejected with its reason, the others compete
+            rejected[tid] = f"failed at the opt-point shapes: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+            continue
+        report.measurements += 1
+        if config.workspace_bytes is not None and m.scratch_bytes is not None and m.scratch_bytes > config.workspace_bytes:
+            rejected[tid] = f"needs {m.scratch_bytes} B of workspace; the limit (--memPoolSize=workspace) is {config.workspace_bytes} B"
+            continue
+        times[tid] = m.median_ms
+        strides[tid] = [list(o.stride()) if isinstance(o, torch.Tensor) else None for o in outs]
+    for tid, why in rejected.items():
+        log.verbose(f"layer {layer.name}: tactic {tid} rejected: {why}")
+    report.rejected[layer.name] = rejected
+    if not times:
+        if config.workspace_bytes is not None and rejected and all("workspace" in r for r in rejected.values()):
+            raise BuildError(f"layer {layer.name!r} ({layer.op}): every tactic needs more workspace than the limit",
+                             f"raise --memPoolSize=workspace (smallest need: {next(iter(rejected.values()))})")
+        layer.tactic = ids[0]
+        log.warning(f"layer {layer.name}: every tactic failed while timing on random inputs; using {ids[0]} "
+                    f"untimed ({next(iter(rejected.values()))})")
+        walk.untimed(layer)
+        return
+    best = min(times, key=times.get)
+    layer.tactic = best
+    report.timed_layers += 1
+    walk.set_strides(layer, strides[best])
+    log.verbose(f"layer {layer.name}: {best} " + ", ".join(f"{t}={ms:.4f}ms" for t, ms in sorted(times.items())))
+    if cache is not None:
+        cache.record(dev_key, key, {"op": layer.op, "signature": sig, "best": best, "times_ms": times,
+                                    "rejected": rejected, "out_strides": strides[best]})
+
+
+class _LayoutWalk:
+    """Tensors at the opt point as the built engine will see them: values where known (shape arithmetic,
+    constants), else meta tensors carrying the shape, dtype and strides that the chosen producers emit
+    (a channels-last convolution hands its consumers NHWC-strided tensors, and they are timed on those)."""
+
+    def __init__(self, net: Network, opt_point: dict | None, device: torch.device):
+        if opt_point is None:
+            opt_point = {n: net.tensors[n].shape for n in net.inputs}
+        self.env = propagate(net, opt_point)
+        self.constants = set(net.constants)
+        self.device = device
+        self._on_device: dict[str, torch.Tensor] = {}
+
+    def describe_inputs(self, layer: Layer) -> list[dict | None]:
+        out = []
+        for name in layer.inputs:
+            t = self.env.get(name) if name else None
+            if t is None:
+                out.append(None)
+                continue
+            d = {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "stride": list(t.stride()),
+                 "const": name in self.constants}
+            if t.device.type != "meta" and name not in self.constants and t.numel() <= 64:
+                d["value"] = t.flatten().tolist()        # shape arithmetic decides what the kernel does
+            out.append(d)
+        return out
+
+    def materialize(self, layer: Layer) -> list[torch.Tensor | None]:
+        """Device tensors for timing: known values copied, activations random (ints and bools zero: valid indices)."""
+        ins = []
+        for name in layer.inputs:
+            t = self.env.get(name) if name else None
+            if t is None:
+                ins.append(None)
+            elif t.device.type != "meta":
+                if name not in self._on_device:
+                    self._on_device[name] = t.to(self.device)
+                ins.append(self._on_device[name])
+            else:
+                x = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=self.device)
+                ins.append(x.normal_() if x.is_floating_point() else x.zero_())
+        return ins
+
+    def set_strides(self, layer: Layer, strides: list | None) -> None:
+        if not strides:
+            return self.untimed(layer)
+        for name, st in zip(layer.outputs, strides):
+            t = self.env.get(name) if name else None
+            if t is not None and t.device.type == "meta" and st is not None and len(st) == t.dim():
+                self.env[name] = torch.empty_strided(t.shape, st, dtype=t.dtype, device="meta")
+
+    def untimed(self, layer: Layer) -> None:
+        """The reference on meta tensors gives the strides a torch kernel would produce from these inputs."""
+        if all(self.env.get(o) is None or self.env[o].device.type != "meta" for o in layer.outputs if o):
+            return
+        ins = [self.env.get(i) if i else None for i in layer.inputs]
+        if not any(t is not None and t.device.type == "meta" and not t.is_contiguous() for t in ins):
+            return          # contiguous in → the strides from shape inference already hold
+        try:
+            outs = run_reference(layer, ins)
+        except Exception:  # noqa: BLE001 - shape inference ran this layer already; keep its (contiguous) result
+            return
+        for name, t in zip(layer.outputs, outs):
+            if name and isinstance(t, torch.Tensor) and t.device.type == "meta":
+                self.env[name] = t

@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from ..ir import Layer, TensorInfo, dtype_from_name, dtype_name
+from ..ir import Layer, Network, TensorInfo, dtype_from_name, dtype_name
 from ..util.errors import EngineFileError
 from ..version import ENGINE_FORMAT_VERSION, __version__
 from .engine import Engine
@@ -31,6 +31,7 @@ from .engine import Engine
 MAGIC = b"TFGENGIN"
 _HEADER = struct.Struct("<8sIQQ32s")
 _ATTR_PREFIX = "__attr__/"
+_BYTE_STORED = (torch.int4, torch.uint4, torch.int2, torch.uint2, torch.float4_e2m1fn_x2, torch.float8_e8m0fnu)
 
 
 # ---- encoding ----------------------------------------------------------------------------------
@@ -45,6 +46,8 @@ def _info_from_json(d: dict) -> TensorInfo:
 
 
 def _encode_attr(value, key: str, blobs: dict):
+    if isinstance(value, Network):      # a control-flow body (If/Loop/Scan): stored as data, like the engine
+        return {"$network": _network_to_json(value, key, blobs)}
     if isinstance(value, torch.Tensor):
         blobs[key] = value.detach().cpu().contiguous()
         return {"$tensor": key}
@@ -57,8 +60,33 @@ def _encode_attr(value, key: str, blobs: dict):
     raise TypeError(f"attribute value of type {type(value).__name__} cannot be stored in an engine")
 
 
+def _network_to_json(net: Network, key: str, blobs: dict) -> dict:
+    consts = {}
+    for name, t in net.constants.items():
+        consts[name] = f"{key}/const/{name}"
+        blobs[consts[name]] = t.detach().cpu().clone()
+    layers = [{"name": la.name, "op": la.op, "inputs": la.inputs, "outputs": la.outputs, "origin": la.origin,
+               "attrs": {k: _encode_attr(v, f"{key}/{la.name}/{k}", blobs) for k, v in la.attrs.items()}}
+              for la in net.layers]
+    return {"name": net.name, "inputs": net.inputs, "outputs": net.outputs, "constants": consts, "layers": layers,
+            "tensors": [_info_to_json(t) for t in net.tensors.values()]}
+
+
+def _network_from_json(d: dict, blobs: dict) -> Network:
+    net = Network(d["name"])
+    net.inputs, net.outputs = list(d["inputs"]), list(d["outputs"])
+    net.tensors = {t["name"]: _info_from_json(t) for t in d["tensors"]}
+    net.constants = {name: blobs[k] for name, k in d["constants"].items()}
+    net.layers = [Layer(la["name"], la["op"], la["inputs"], la["outputs"],
+                        {k: _decode_attr(v, blobs) for k, v in la["attrs"].items()}, la["origin"]) for la in d["layers"]]
+    net._names = set(net.tensors) | {la.name for la in net.layers}
+    return net
+
+
 def _decode_attr(value, blobs: dict):
     if isinstance(value, dict):
+        if "$network" in value:
+            return _network_from_json(value["$network"], blobs)
         if "$tensor" in value:
             return blobs[value["$tensor"]]
         if "$dict" in value:
@@ -90,6 +118,10 @@ def to_bytes(engine: Engine) -> bytes:
         "plugins": engine.plugins,
         "build_info": engine.build_info,
     }
+    byte_only = {k: dtype_name(t.dtype) for k, t in blobs.items() if t.dtype in _BYTE_STORED}
+    if byte_only:   # sub-byte / e8m0 types safetensors lacks: stored as their bytes, retyped on load
+        manifest["byte_stored"] = byte_only
+        blobs = {k: t.view(torch.uint8) if k in byte_only else t for k, t in blobs.items()}
     mbytes = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
     wbytes = st_save(blobs) if blobs else b""
     digest = hashlib.sha256(mbytes + wbytes).digest()
@@ -123,6 +155,7 @@ def from_bytes(data: bytes, what: str = "engine") -> Engine:
     try:
         manifest = json.loads(body[:mlen].decode())
         blobs = st_load(bytes(body[mlen:])) if wlen else {}
+        blobs.update({k: blobs[k].view(dtype_from_name(n)) for k, n in manifest.get("byte_stored", {}).items()})
         return _engine_from_manifest(manifest, blobs)
     except (KeyError, TypeError, ValueError) as e:
         raise EngineFileError(f"{what} has an unreadable manifest ({type(e).__name__}: {e})", "rebuild the engine") from e

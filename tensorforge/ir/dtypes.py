@@ -9,6 +9,8 @@ _NAMES = {
     torch.bool: "bool", torch.complex64: "complex64", torch.complex128: "complex128",
     torch.float8_e4m3fn: "float8_e4m3fn", torch.float8_e4m3fnuz: "float8_e4m3fnuz",
     torch.float8_e5m2: "float8_e5m2", torch.float8_e5m2fnuz: "float8_e5m2fnuz",
+    torch.float8_e8m0fnu: "float8_e8m0fnu", torch.float4_e2m1fn_x2: "float4_e2m1",   # one value a byte
+    torch.int4: "int4", torch.uint4: "uint4", torch.int2: "int2", torch.uint2: "uint2",  # (ops/low_precision.py)
 }
 _BY_NAME = {v: k for k, v in _NAMES.items()}
 _FLOATS = {torch.float32, torch.float16, torch.bfloat16, torch.float64}

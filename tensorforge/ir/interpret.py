@@ -5,7 +5,8 @@
 - constants as real CPU tensors.
 A layer whose inputs are all real runs for real (this is constant folding, and it is how shape
 arithmetic such as Shape → Gather → Concat → Reshape gets concrete values); any other layer runs its
-reference on meta tensors, which yields exact output shapes and dtypes at the cost of no compute.
+reference on meta tensors, which yields exact output shapes and dtypes at the cost of no compute;
+inputs listed in the op's `value_inputs` (shape, axes, pads …) stay real there when their value is known.
 The result maps every tensor name to a tensor: meta (value unknown) or real (value known).
 
 Memory traffic: none on the device; real evaluation touches only constants and small int tensors
@@ -16,6 +17,7 @@ from typing import Callable
 
 import torch
 
+from . import dynamic
 from .layer import Layer
 from .network import Network
 from .opspec import get_spec
@@ -50,6 +52,28 @@ def _to_meta(t):
     return t if t is None or t.device.type == "meta" else t.to("meta")
 
 
+def _meta_eval(spec, layer: Layer, ins: list) -> list:
+    """The reference on meta inputs (value inputs stay real). Reading a value that is only known at run
+    time, or reading a placeholder, yields placeholder outputs (see dynamic.py) instead of a failure."""
+    n = len(layer.outputs)
+    phs = [dynamic.placeholder_info(t) for t in ins]
+    meta = [t if i in spec.value_inputs else _to_meta(t) for i, t in enumerate(ins)]  # values stay real
+    try:
+        with dynamic.value_guard():
+            outs = as_outputs(spec.reference(*meta, **layer.attrs), n)
+    except dynamic.ValueNeeded:
+        return [dynamic.unknown() for _ in range(n)]
+    except Exception:  # noqa: BLE001 - a placeholder's stand-in dims may not fit; a true error re-raises
+        if any(phs):
+            return [dynamic.unknown() for _ in range(n)]
+        raise
+    if not any(phs):
+        return outs
+    if any(p is not None and not p.rank_known for p in phs):   # rank unknown in → rank unknown out
+        return [o if o is None else dynamic.like(o) if any(o is t for t in ins) else dynamic.unknown() for o in outs]
+    return [o if o is None else dynamic.like(o) for o in outs]
+
+
 def propagate(net: Network, input_shapes: dict[str, tuple[int, ...]], max_fold_elements: int = 1 << 24,
               on_layer: Callable[[Layer, list, list], None] | None = None) -> dict[str, torch.Tensor]:
     """Return name → tensor (meta or real) for every tensor of `net` at the given input shapes."""
@@ -68,7 +92,7 @@ def propagate(net: Network, input_shapes: dict[str, tuple[int, ...]], max_fold_e
                 outs = as_outputs(spec.reference(*ins, **layer.attrs), len(layer.outputs))
                 outs = [o if o.numel() <= max_fold_elements else o.to("meta") for o in outs]
             else:
-                outs = as_outputs(spec.reference(*[_to_meta(t) for t in ins], **layer.attrs), len(layer.outputs))
+                outs = _meta_eval(spec, layer, ins)
         except Exception as e:  # noqa: BLE001 - re-raised with the layer named
             raise InferenceFailure(layer, e) from e
         for name, t in zip(layer.outputs, outs):

@@ -8,6 +8,8 @@ An OpSpec holds
   reference on meta tensors (see `interpret.py`), which is exact for every op whose output shape
   depends only on input shapes and on the values of small host tensors.
 - `host_ok`: the op may run on the host as shape arithmetic (int tensors from Shape and constants).
+- `value_inputs`: positions of inputs whose VALUES the op reads (shape, axes, pads, k …). Shape inference
+  keeps them as real host tensors (see `interpret.py`), so the reference can call `.tolist()` on them.
 
 Register with the decorator:
 
@@ -36,6 +38,7 @@ class OpSpec:
     host_ok: bool = True
     metadata_only: bool = False   # reads only its input's shape (Shape, Size): input need not be materialised
     doc: str = ""
+    value_inputs: tuple[int, ...] = ()
 
     def resolve_attrs(self, attrs: dict[str, Any], where: str = "") -> dict[str, Any]:
         """Fill defaults; reject unknown or missing required attributes."""
@@ -64,10 +67,11 @@ def register_spec(spec: OpSpec) -> OpSpec:
 
 
 def op(name: str, attrs: dict[str, Any] | None = None, infer: Callable | None = None, host_ok: bool = True,
-       metadata_only: bool = False):
+       metadata_only: bool = False, value_inputs: tuple[int, ...] = ()):
     """Decorator: register `fn` as the reference implementation of IR op `name`."""
     def wrap(fn):
-        register_spec(OpSpec(name, fn, dict(attrs or {}), infer, host_ok, metadata_only, (fn.__doc__ or "").strip()))
+        register_spec(OpSpec(name, fn, dict(attrs or {}), infer, host_ok, metadata_only, (fn.__doc__ or "").strip(),
+                             tuple(value_inputs)))
         return fn
     return wrap
 

@@ -19,7 +19,7 @@ from ..util.fileio import read_bytes
 from . import importers  # noqa: F401  (registers the built-in importers)
 from .attributes import node_attributes
 from .context import ImportContext, NodeView
-from .plugins import import_plugin_node
+from .plugins import import_plugin_node, override_importer
 from .registry import lookup, supported_versions
 from .tensors import to_torch, torch_dtype
 
@@ -58,6 +58,17 @@ def _shape_of(value_info: onnx.ValueInfoProto):
     return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or -1) for d in t.shape.dim)
 
 
+def _element_type(value_info: onnx.ValueInfoProto) -> int:
+    """The tensor element type inside a sequence/optional type (map types are refused)."""
+    t = value_info.type
+    while t.WhichOneof("value") in ("sequence_type", "optional_type"):
+        t = t.sequence_type.elem_type if t.HasField("sequence_type") else t.optional_type.elem_type
+    if t.WhichOneof("value") != "tensor_type":
+        raise ModelError(f"graph input {value_info.name!r} has type {t.WhichOneof('value')}",
+                         "only tensors, sequences and optionals of tensors are supported")
+    return t.tensor_type.elem_type
+
+
 def _schema(op_type: str, version: int, domain: str):
     try:
         return onnx.defs.get_schema(op_type, version, domain)
@@ -77,8 +88,12 @@ def import_graph(graph: onnx.GraphProto, opsets: dict[str, int], base_dir: str |
     for vi in graph.input:
         if vi.name in inits:
             continue
-        if not vi.type.HasField("tensor_type"):
-            raise ModelError(f"graph input {vi.name!r} is not a tensor", "only tensor inputs are supported")
+        if vi.type.WhichOneof("value") is None:   # untyped (a control-flow body's input): dtype unknown
+            net.add_input(vi.name, None, None)
+            continue
+        if not vi.type.HasField("tensor_type"):   # sequence/optional: a 0-d input of its element type
+            net.add_input(vi.name, torch_dtype(_element_type(vi), f"input {vi.name!r}: "), ())   # (util/values.py)
+            continue
         net.add_input(vi.name, torch_dtype(vi.type.tensor_type.elem_type, f"input {vi.name!r}: "), _shape_of(vi))
     for t in graph.initializer:
         net.add_constant(t.name, to_torch(t, base_dir))
@@ -90,6 +105,13 @@ def import_graph(graph: onnx.GraphProto, opsets: dict[str, int], base_dir: str |
         resolved = ctx.resolve(vi.name)
         if resolved not in net.tensors:
             raise ModelError(f"graph output {vi.name!r} is not produced by any node", "the model is malformed")
+        if resolved == vi.name and resolved in net.constants:   # a constant that is also a graph output:
+            value = net.constants.pop(resolved)                   # free its name for the output's Identity
+            del net.tensors[resolved]
+            renamed = net.add_constant(net.unique_name(f"{resolved}/value"), value)
+            for la in net.layers:
+                la.inputs = [renamed if i == resolved else i for i in la.inputs]
+            resolved = renamed
         if resolved != vi.name or resolved in net.inputs or resolved in net.constants:
             layer = net.add_layer("Identity", [resolved], [vi.name], name=f"{vi.name}/identity", origin=[vi.name])
             net.tensors[vi.name].dtype = net.tensors[resolved].dtype
@@ -122,7 +144,7 @@ def _import_node(ctx: ImportContext, proto: onnx.NodeProto, index: int) -> None:
         if i and i not in ctx.net.tensors:
             raise ModelError(f"{node.where()} reads {i!r}, which no earlier node, input or initializer defines",
                              "the graph is not topologically sorted or is malformed")
-    fn = lookup(domain, proto.op_type, version) if schema is not None else None
+    fn = override_importer(node) or (lookup(domain, proto.op_type, version) if schema is not None else None)
     ctx.begin(node)
     try:
         if fn is not None:

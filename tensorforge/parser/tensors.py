@@ -16,7 +16,12 @@ ONNX_TO_TORCH = {
     onnx.TensorProto.COMPLEX64: torch.complex64, onnx.TensorProto.COMPLEX128: torch.complex128,
     onnx.TensorProto.FLOAT8E4M3FN: torch.float8_e4m3fn, onnx.TensorProto.FLOAT8E4M3FNUZ: torch.float8_e4m3fnuz,
     onnx.TensorProto.FLOAT8E5M2: torch.float8_e5m2, onnx.TensorProto.FLOAT8E5M2FNUZ: torch.float8_e5m2fnuz,
+    # sub-byte types: one value per byte (see ir/ops/low_precision.py)
+    onnx.TensorProto.INT4: torch.int4, onnx.TensorProto.UINT4: torch.uint4, onnx.TensorProto.INT2: torch.int2,
+    onnx.TensorProto.UINT2: torch.uint2, onnx.TensorProto.FLOAT4E2M1: torch.float4_e2m1fn_x2,
+    onnx.TensorProto.FLOAT8E8M0: torch.float8_e8m0fnu,
 }
+_UNPACKED = {torch.int4: np.int8, torch.int2: np.int8, torch.uint4: np.uint8, torch.uint2: np.uint8}
 TORCH_TO_ONNX = {v: k for k, v in ONNX_TO_TORCH.items()}
 
 
@@ -37,6 +42,10 @@ def to_torch(proto: onnx.TensorProto, base_dir: str | None = None) -> torch.Tens
     except Exception as e:  # noqa: BLE001 - any decode failure is a model problem
         raise ModelError(f"cannot decode tensor {proto.name!r}: {e}",
                          "the file may be truncated, or its external data file missing") from e
+    if dtype in _UNPACKED:          # ml_dtypes int4/int2 arrays (one value a byte) → sign/zero-extended bytes
+        return torch.from_numpy(arr.astype(_UNPACKED[dtype])).view(dtype)
+    if dtype in (torch.float4_e2m1fn_x2, torch.float8_e8m0fnu):   # one code a byte, raw bits
+        return torch.from_numpy(np.ascontiguousarray(arr).view(np.uint8).copy()).view(dtype)
     if dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.float8_e5m2fnuz):
         # numpy_helper returns ml_dtypes arrays; reinterpret the raw bits
         bits = {1: torch.uint8, 2: torch.int16}[arr.dtype.itemsize]

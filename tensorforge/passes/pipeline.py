@@ -1,7 +1,11 @@
-"""The one ordered list of passes, by builder optimisation level (0 = none … 5 = all).
+"""The ordered lists of passes, by builder optimisation level (0 = none … 5 = all).
 
-`optimize(net, shape_points, level)` runs every pass whose minimum level ≤ `level`, in order, and
-returns {pass name: changes made}. Fusion rules (passes/rules/) join this list as they land.
+`optimize(net, shape_points, level)` runs every pass of `PASSES` whose minimum level ≤ `level`, in order,
+and returns {pass name: changes made}. `optimize(..., stage="late")` runs `LATE_PASSES`: the builder calls
+it after precision conversion, because grouping pointwise chains needs the final dtypes (the generated
+kernel's loads, stores and casts depend on them, and the entry/exit Casts of --fp16 join the chains).
+Options reach every pass as keywords: `max_fold_elements`, and `rejections` (a list that collects every
+fusion rule's rejection with its reason; the same reasons are logged at --verbose).
 """
 
 from typing import Callable
@@ -9,20 +13,36 @@ from typing import Callable
 from ..ir import Network
 from ..util.log import get_logger
 from .constant_fold import fold_constants
+from .cse import eliminate_common_subexpressions
 from .dead_code import remove_dead_layers
+from .rules import attention, conv_bn, epilogue, gelu, layernorm, pointwise, softmax
+from .rules.base import rule_pass
 
 # (name, minimum level, function(net, shape_points=..., **options) -> changes)
 PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("dead-code", 0, remove_dead_layers),
     ("constant-fold", 1, fold_constants),
     ("dead-code", 1, remove_dead_layers),
+    ("cse", 1, eliminate_common_subexpressions),
+    ("fuse-gelu", 2, rule_pass(*gelu.RULES)),
+    ("fuse-softmax", 2, rule_pass(*softmax.RULES)),
+    ("fuse-layernorm", 2, rule_pass(*layernorm.RULES)),
+    ("fold-conv-bn", 2, rule_pass(*conv_bn.RULES)),
+    ("fuse-attention", 3, rule_pass(*attention.RULES)),
+    ("fuse-epilogue", 3, rule_pass(*epilogue.RULES)),
+    ("dead-code", 1, remove_dead_layers),
+]
+
+# after precision conversion (builder): dtypes are final
+LATE_PASSES: list[tuple[str, int, Callable[..., int]]] = [
+    ("pointwise-chains", 3, pointwise.group_pointwise_chains),
 ]
 
 
-def optimize(net: Network, shape_points: list[dict], level: int = 3, **options) -> dict[str, int]:
+def optimize(net: Network, shape_points: list[dict], level: int = 3, stage: str = "graph", **options) -> dict[str, int]:
     log = get_logger()
     report: dict[str, int] = {}
-    for name, min_level, fn in PASSES:
+    for name, min_level, fn in (PASSES if stage == "graph" else LATE_PASSES):
         if level < min_level:
             continue
         changes = fn(net, shape_points=shape_points, **options)

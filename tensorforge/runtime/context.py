@@ -1,21 +1,32 @@
-"""ExecutionContext: runs an Engine's layers on one device.
+"""ExecutionContext: runs an Engine's layers on one device, eagerly or by CUDA-graph replay.
 
-Per context (once): weights copied to the device (and to the host for host-placed shape arithmetic),
-one kernel instantiated per layer from its tactic id, and the last use of every tensor computed so
-activations are released as soon as nothing reads them (peak memory ≈ the widest live set, not the sum).
+Per context (once): weights copied to the device (and to the host for host-placed shape arithmetic; several
+contexts may share one device copy), one kernel instantiated per layer from its tactic id, and the last use of
+every tensor computed so activations are released as soon as nothing reads them (peak memory ≈ the widest live
+set, not the sum — the liveness the builder's memory plan assumes).
 
-Per call: inputs checked against the engine (names, dtypes, rank, profile bounds), moved to the device
-if needed, then every layer's kernel runs in order. Host layers see CPU tensors; a host value read by
-a device layer is copied to the device (a few int64s).
+Per call: inputs checked against the engine (names, dtypes, rank, profile bounds), then either every layer's kernel
+runs in order (host layers see CPU tensors; a host value read by a device layer is copied to the device), or — on
+CUDA, by default — the call's input-shape signature selects a captured graph (captured on first sight), the inputs
+are copied into its static buffers and the graph is replayed: one launch for the whole engine.
+An engine that cannot be captured (a host sync, a data-dependent shape) runs uncaptured with the reason logged,
+unless graphs were asked for explicitly (use_cuda_graph=True, --useCudaGraph): then the reason is an error.
 """
+
+from contextlib import contextmanager
 
 import torch
 
 from ..engine import Engine
 from ..kernels import instantiate
+from ..kernels.generated import register_sources
 from ..util.device import resolve_device
-from ..util.errors import BuildError, InputError, ShapeError
+from ..util.errors import BuildError, InputError, ShapeError, UsageError
+from ..util.log import get_logger
+from .plugins_check import check_plugins
+from .cuda_graph import CaptureFailed, GraphCache, TorchGraphBackend, signature_of
 
+REFERENCE_TACTIC = "any.torch_ref"           # kernels/reference.py: every op's reference, on any device
 _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
                 torch.int64: "int64", torch.int32: "int32", torch.bool: "bool"}
 
@@ -24,35 +35,100 @@ def _fmt(shape) -> str:
     return "x".join(str(d) for d in shape)
 
 
+@contextmanager
+def tf32_mode(enabled: bool):
+    """TF32 for fp32 matmul/convolution: on unless the engine was built with --noTF32; restored afterwards."""
+    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
 class ExecutionContext:
-    def __init__(self, engine: Engine, device=None):
-        self.engine = engine
+    """`use_cuda_graph`: None = on where the device supports it, True = required, False = off.
+    `stream`: a torch.cuda.Stream this context enqueues on (None: the current stream). `graph_backend`: the capture
+    seam (tests pass a fake). `shared_weights`: the device weights of another context of the same engine."""
+
+    def __init__(self, engine: Engine, device=None, use_cuda_graph: bool | None = None, stream=None,
+                 graph_backend=None, shared_weights: dict | None = None, max_graphs: int = 8):
+        self.engine = check_plugins(engine)
         self.device = resolve_device(device)
         self.host = torch.device("cpu")
+        self.stream = stream
         needs_host = {i for layer in engine.layers if layer.placement == "host" for i in layer.inputs if i}
         needs_dev = {i for layer in engine.layers if layer.placement != "host" for i in layer.inputs if i}
         needs_dev |= set(engine.output_names)
-        self._dev_consts = {k: v.to(self.device) for k, v in engine.constants.items() if k in needs_dev}
+        if shared_weights is not None:
+            self._dev_consts = shared_weights
+        else:
+            self._dev_consts = {k: v.to(self.device) for k, v in engine.constants.items() if k in needs_dev}
         self._host_consts = {k: v for k, v in engine.constants.items() if k in needs_host}
+        register_sources(engine.kernel_sources)     # generated Triton sources, compiled from the stored text
         self.kernels = []
+        self.substituted: dict[str, str] = {}       # layer → why its tactic could not run here
         for layer in engine.layers:
             where = self.host if layer.placement == "host" else self.device
             try:
                 self.kernels.append(instantiate(layer.tactic, layer, where))
-            except (KeyError, ValueError) as e:
+            except ValueError as e:
+                # built for another device (a Triton or cuDNN-layout tactic loaded on the CPU): the same engine file
+                # runs anywhere, through the op's reference, and says so
+                self.substituted[layer.name] = str(e)
+                self.kernels.append(instantiate(REFERENCE_TACTIC, layer, where))
+            except KeyError as e:
                 raise BuildError(f"cannot prepare layer {layer.name!r}: {e}", "rebuild the engine with this tensorforge") from e
-        last_use: dict[str, int] = {}
-        for index, layer in enumerate(engine.layers):
-            for i in layer.inputs:
-                if i:
-                    last_use[i] = index
-        keep = set(engine.output_names)
-        self._free_after = [[] for _ in engine.layers]
-        for name, index in last_use.items():
-            if name not in keep and name not in engine.constants:
-                self._free_after[index].append(name)
+        if self.substituted:
+            first = next(iter(self.substituted.values()))
+            get_logger().warning(f"engine {engine.name!r}: {len(self.substituted)} layer(s) use tactics that cannot run "
+                                 f"on {self.device.type} and run their torch reference instead (first: {first}); "
+                                 f"rebuild on this device for its own tactics")
+        self._compile_program()
         self.active_profile = 0
         self._input_shapes: dict[str, tuple[int, ...]] = {}
+        self.tf32 = "noTF32" not in engine.build_info.get("flags", [])
+        self._current = -1                      # index of the layer running now (names the culprit of a failure)
+        self._setup_graphs(use_cuda_graph, graph_backend, max_graphs)
+
+    @property
+    def device_weights(self) -> dict:
+        return self._dev_consts
+
+    # ---- CUDA graphs ----------------------------------------------------------------------------
+    def _setup_graphs(self, use_cuda_graph, backend, max_graphs) -> None:
+        self.graphs_required = use_cuda_graph is True
+        self.graph_disabled_reason: str | None = None
+        if backend is None and self.device.type == "cuda" and use_cuda_graph is not False:
+            backend = TorchGraphBackend(self.device)
+        if use_cuda_graph is False:
+            self.graph_disabled_reason = "CUDA graphs turned off (--noCudaGraph)"
+        elif backend is None:
+            if use_cuda_graph:
+                raise UsageError(f"CUDA graphs need a CUDA device; this context runs on {self.device}",
+                                 "drop --useCudaGraph, or run on a GPU (--device=cuda)")
+            self.graph_disabled_reason = f"no CUDA graphs on {self.device.type}"
+        self.graph_cache = GraphCache(backend, max_graphs) if backend is not None else None
+
+    @property
+    def graphs_enabled(self) -> bool:
+        return self.graph_cache is not None and self.graph_disabled_reason is None
+
+    def invalidate_graphs(self) -> int:
+        """Forget every captured graph (e.g. after weights changed); returns how many were dropped."""
+        return self.graph_cache.invalidate() if self.graph_cache is not None else 0
+
+    def _capture_failed(self, e: CaptureFailed) -> None:
+        layer = self.engine.layers[self._current] if 0 <= self._current < len(self.engine.layers) else None
+        where = (f"layer {layer.name!r} ({layer.op}, tactic {layer.tactic}) cannot be captured" if layer is not None
+                 else "the engine cannot be captured")
+        reason = f"{where}: {e}"
+        if self.graphs_required:
+            raise UsageError(f"engine {self.engine.name!r} cannot run in a CUDA graph: {reason}",
+                             "run without --useCudaGraph (it needs host synchronisation or data-dependent shapes)")
+        self.graph_disabled_reason = reason
+        get_logger().warning(f"engine {self.engine.name!r} runs without CUDA graphs: {reason} "
+                             "(pass --noCudaGraph to skip the attempt)")
 
     # ---- input checks ---------------------------------------------------------------------------
     def check_inputs(self, feed: dict[str, torch.Tensor]) -> None:
@@ -89,34 +165,154 @@ class ExecutionContext:
         raise ShapeError(reasons[0], "rebuild with wider --minShapes/--maxShapes, or give a shape inside the profile")
 
     # ---- execution ------------------------------------------------------------------------------
-    def run(self, feed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Run the engine; `feed` maps input names to torch tensors (any device). Returns name → tensor on the device."""
+    def run(self, feed: dict[str, torch.Tensor], copy_outputs: bool = True) -> dict[str, torch.Tensor]:
+        """Run the engine; `feed` maps input names to torch tensors (any device). Returns name → tensor on the device.
+
+        With a CUDA graph the outputs live in the graph's static buffers, overwritten by the next call of the same
+        shapes: `copy_outputs=False` returns those buffers themselves (no copy; TensorRT's output-binding contract).
+        """
         self.check_inputs(feed)
-        return self.execute({k: v.to(self.device) for k, v in feed.items()})
+        with self._stream_scope(), tf32_mode(self.tf32) if self.device.type == "cuda" else _nothing():
+            if self.graphs_enabled:
+                out = self._run_graph(feed)
+                if out is not None:
+                    return {k: v.clone() for k, v in out.items()} if copy_outputs else dict(out)
+            return self.execute({k: v.to(self.device) for k, v in feed.items()})
 
-    def execute(self, feed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Run without input checks: `feed` already validated and on the device."""
-        env: dict[str, torch.Tensor] = dict(self._dev_consts)
-        host_env: dict[str, torch.Tensor] = dict(self._host_consts)
-        env.update(feed)
-        for layer, kernel, free in zip(self.engine.layers, self.kernels, self._free_after):
-            if layer.placement == "host":
-                ins = [None if not i else host_env[i] if i in host_env else env[i] for i in layer.inputs]
-                outs = kernel(ins)
-                for name, t in zip(layer.outputs, outs):
-                    host_env[name] = t
+    def bind_inputs(self, feed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
+        """The static input buffers of the graph for `feed`'s shapes (captured now if new), holding `feed`'s values.
+
+        Write the next inputs into them in place and pass them back to `run`: no copy is made. None when this
+        context runs uncaptured (then pass device tensors to `run` directly)."""
+        self.check_inputs(feed)
+        if not self.graphs_enabled:
+            return None
+        with self._stream_scope(), tf32_mode(self.tf32) if self.device.type == "cuda" else _nothing():
+            if self._run_graph(feed) is None:
+                return None
+        return dict(self.graph_cache.get(signature_of(feed, self.engine.input_names)).static_inputs)
+
+    def _run_graph(self, feed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
+        names = self.engine.input_names
+        sig = signature_of(feed, names)
+        entry = self.graph_cache.get(sig)
+        if entry is None:
+            try:
+                entry = self.graph_cache.capture(sig, feed, self.device, lambda f, h: self.execute(f, h))
+            except CaptureFailed as e:
+                self._capture_failed(e)
+                return None
+        return self.graph_cache.replay(entry, feed)
+
+    def _compile_program(self) -> None:
+        """Turn the layer list into a flat program over numbered slots, so a call does no name lookups.
+
+        Every tensor gets a device slot and, where host layers produce or read it on the CPU, a host slot. A device
+        layer reading a host value first copies it to the device (once per call, at its first reader); every slot
+        is cleared after its last reader (network outputs are kept), which is the liveness the memory plan assumes.
+        Slot 0 is the sink for absent outputs, slot 1 is always None (absent optional inputs).
+        """
+        eng = self.engine
+        dev: dict[str, int] = {}
+        host: dict[str, int] = {}
+        template: list = [None, None]
+
+        def slot(table, name, value=None):
+            if name not in table:
+                table[name] = len(template)
+                template.append(value)
+            return table[name]
+        for k, v in self._dev_consts.items():
+            slot(dev, k, v)
+        for k, v in self._host_consts.items():
+            slot(host, k, v)
+        for name in eng.input_names:
+            slot(dev, name)
+        last_use: dict[str, int] = {}
+        for index, layer in enumerate(eng.layers):
+            for i in layer.inputs:
+                if i:
+                    last_use[i] = index
+        free_after: list[list[str]] = [[] for _ in eng.layers]
+        keep = set(eng.output_names)
+        for name, index in last_use.items():
+            if name not in keep and name not in eng.constants:
+                free_after[index].append(name)
+        program, on_device = [], set(dev)
+        for index, (layer, kernel) in enumerate(zip(eng.layers, self.kernels)):
+            copies, ins = [], []
+            for i in layer.inputs:
+                if not i:
+                    ins.append(1)
+                elif layer.placement == "host":
+                    ins.append(host[i] if i in host else slot(dev, i))
+                else:
+                    if i not in on_device:          # a host value: copy it over at its first device reader
+                        copies.append((host[i], slot(dev, i), i))
+                        on_device.add(i)
+                    ins.append(dev[i])
+            table = host if layer.placement == "host" else dev
+            outs = [slot(table, o) if o else 0 for o in layer.outputs]
+            if layer.placement != "host":
+                on_device.update(o for o in layer.outputs if o)
+            frees = [t[n] for n in free_after[index] for t in (dev, host) if n in t]
+            program.append((index, kernel, tuple(copies), tuple(ins), tuple(outs), tuple(frees)))
+        self._program = program
+        self._template = template
+        self._feed_slots = [(n, dev[n]) for n in eng.input_names]
+        self._output_slots = [(n, dev[n] if n in on_device else None, host.get(n)) for n in eng.output_names]
+
+    def execute(self, feed: dict[str, torch.Tensor], host_values: dict | None = None, hook=None) -> dict[str, torch.Tensor]:
+        """Run without input checks: `feed` already validated and on the device.
+
+        `host_values` memoises host → device copies of shape arithmetic (during capture no copy may be issued);
+        `hook(index, phase)` is called with phase "start"/"end" around every layer (the profiler's seam).
+        """
+        slots = self._template[:]
+        for name, s in self._feed_slots:
+            slots[s] = feed[name]
+        for index, kernel, copies, ins, outs, frees in self._program:
+            self._current = index
+            for hs, ds, name in copies:
+                slots[ds] = self._to_device(name, slots[hs], host_values)
+            if hook is not None:
+                hook(index, "start")
+            for s, t in zip(outs, kernel([slots[i] for i in ins])):
+                slots[s] = t
+            if hook is not None:
+                hook(index, "end")
+            for s in frees:
+                slots[s] = None
+        self._current = -1
+        return {n: slots[d] if d is not None else self._to_device(n, slots[h], host_values)
+                for n, d, h in self._output_slots}
+
+    def _to_device(self, name, t, host_values=None):
+        if host_values is not None:
+            if name not in host_values:
+                host_values[name] = t.to(self.device)
+            return host_values[name]
+        return t.to(self.device)
+
+    # ---- streams --------------------------------------------------------------------------------
+    @contextmanager
+    def _stream_scope(self):
+        if self.stream is None or self.device.type != "cuda":
+            yield
+            return
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))   # inputs written on the caller's stream
+        with torch.cuda.stream(self.stream):
+            yield
+
+    def synchronize(self) -> None:
+        """Wait for this context's work (its stream, or the whole device)."""
+        if self.device.type == "cuda":
+            if self.stream is not None:
+                self.stream.synchronize()
             else:
-                ins = [None if not i else env[i] if i in env else self._to_device(i, host_env, env)
-                       for i in layer.inputs]
-                outs = kernel(ins)
-                for name, t in zip(layer.outputs, outs):
-                    env[name] = t
-            for name in free:
-                env.pop(name, None)
-                host_env.pop(name, None)
-        return {n: env[n] if n in env else self._to_device(n, host_env, env) for n in self.engine.output_names}
+                torch.cuda.synchronize(self.device)
 
-    def _to_device(self, name, host_env, env):
-        t = host_env[name].to(self.device)
-        env[name] = t
-        return t
+
+@contextmanager
+def _nothing():
+    yield

@@ -3,6 +3,7 @@
 from ..engine import Engine, from_bytes
 from ..util.device import resolve_device
 from ..util.fileio import read_bytes
+from .plugins_check import check_plugins
 
 
 class Runtime:
@@ -10,8 +11,8 @@ class Runtime:
         self.device = resolve_device(device)
 
     def deserialize(self, data: bytes, what: str = "engine") -> Engine:
-        return from_bytes(bytes(data), what)
+        return check_plugins(from_bytes(bytes(data), what))
 
 
 def load_engine_file(path) -> Engine:
-    return from_bytes(read_bytes(path, "engine file"), f"engine file {path}")
+    return check_plugins(from_bytes(read_bytes(path, "engine file"), f"engine file {path}"))

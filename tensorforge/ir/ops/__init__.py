@@ -5,7 +5,8 @@ IR ops carry ONNX's name and latest semantics (attributes named as in ONNX); fus
 
 from . import elementwise  # noqa: F401
 from . import activation  # noqa: F401
-from . import conv, pool, norm, linalg, nn_misc  # noqa: F401,E401
+from . import conv, pool, norm, linalg, nn_misc, resize  # noqa: F401,E401
 from . import shape, indexing, reduce, tensor_misc  # noqa: F401,E401
 from . import control, sequence, quant, random, bitwise, detection, rnn, signal, extra  # noqa: F401,E401
+from . import loss, attention, sequence_models  # noqa: F401,E401
 from . import fused  # noqa: F401

@@ -1,1 +1,57 @@
-"""IR ops: extra family (being written)."""
+"""Standard ops that fit no other family: RMSNormalization, Swish, SwiGLU, Shrink, CumProd, Det.
+
+RMSNormalization: y = x / sqrt(mean(x², axes=[axis..rank-1]) + ε) · scale, computed in float32 when
+stash_type = 1 (one read of x for the statistics, one read and one write for the output).
+Swish(x) = x·σ(αx); SwiGLU(a, b) = Swish(a)·b; Shrink: x+bias if x<-λ, x-bias if x>λ, else 0 (pointwise).
+CumProd: inclusive/exclusive, forward/reverse running product along `axis` (one pass).
+Det: determinant of the trailing 2-D matrices (LU factorisation, O(n³) each).
+"""
+
+import torch
+
+from ..opspec import op
+
+
+@op("RMSNormalization", attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1})
+def rms_normalization(x, scale, axis, epsilon, stash_type):
+    axis = axis % x.dim()
+    xs = x.float() if stash_type == 1 else x
+    dims = tuple(range(axis, x.dim()))
+    normed = xs / torch.sqrt(torch.mean(xs * xs, dim=dims, keepdim=True) + epsilon)
+    return normed.to(x.dtype) * scale.to(x.dtype)
+
+
+@op("Swish", attrs={"alpha": 1.0})
+def swish(x, alpha): return x * torch.sigmoid(alpha * x)
+
+
+@op("SwiGLU", attrs={"alpha": 1.0})
+def swiglu(a, b, alpha):
+    if a.shape != b.shape:
+        raise ValueError(f"SwiGLU inputs must have identical shapes, got {tuple(a.shape)} and {tuple(b.shape)}")
+    return a * torch.sigmoid(alpha * a) * b
+
+
+@op("Shrink", attrs={"lambd": 0.5, "bias": 0.0})
+def shrink(x, lambd, bias):
+    zero = torch.zeros_like(x)
+    return torch.where(x < -lambd, x + bias, torch.where(x > lambd, x - bias, zero)).to(x.dtype)
+
+
+@op("CumProd", attrs={"exclusive": 0, "reverse": 0}, value_inputs=(1,))
+def cum_prod(x, axis, exclusive, reverse):
+    """y[i] = Π_{j ≤ i} x[j] (j < i when exclusive; from the end when reverse)."""
+    dim = int(axis.reshape(-1)[0].item()) % max(x.dim(), 1)
+    if reverse:
+        x = torch.flip(x, (dim,))
+    y = torch.cumprod(x, dim=dim).to(x.dtype)   # torch promotes int32 to int64
+    if exclusive:
+        ones = torch.ones_like(y.narrow(dim, 0, 1))
+        y = torch.cat([ones, y.narrow(dim, 0, y.shape[dim] - 1)], dim=dim)
+    return torch.flip(y, (dim,)) if reverse else y
+
+
+@op("Det")
+def det(x):
+    """det of each trailing n×n matrix: (*, n, n) → (*)."""
+    return torch.linalg.det(x.float() if x.dtype == torch.float16 else x).to(x.dtype)

@@ -1,1 +1,180 @@
-"""IR ops: fused family (being written)."""
+"""Fused ops made by the fusion passes (passes/rules/): PointwiseChain, Attention, FusedConv, MatMulEpilogue.
+
+Each is an ordinary op with ONE torch reference, so every tactic (generated Triton, hand-written Triton,
+torch) is tested against it and an engine can always fall back to running the reference eagerly.
+Ops that already exist elsewhere are reused, never duplicated: Gelu (activation.py), LayerNormalization
+(norm.py), Softmax (nn_misc.py). `POINTWISE_OPS` / `pointwise_reason` say which ops a PointwiseChain may
+hold; codegen/ must implement every one of them (tests/codegen checks the two tables agree).
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ..dtypes import dtype_from_name
+from ..opspec import REQUIRED, get_spec, op
+
+_HALF = (torch.float16, torch.bfloat16)
+
+# ---- PointwiseChain ---------------------------------------------------------------------------------
+
+# ops a chain may contain: name → "float" (floating operands only) or "any" (any supported dtype)
+POINTWISE_OPS: dict[str, str] = {
+    **{n: "any" for n in ("Add", "Sub", "Mul", "Max", "Min", "Sum", "Neg", "Abs", "Relu", "Sign", "Where", "Cast",
+                          "Identity", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or",
+                          "Xor", "Not", "Clip")},
+    **{n: "float" for n in ("Div", "Pow", "Mean", "Sqrt", "Exp", "Log", "Erf", "Reciprocal", "Floor", "Ceil",
+                            "Sin", "Cos", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Celu", "Selu", "ThresholdedRelu",
+                            "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish", "PRelu", "Gelu",
+                            "IsNaN", "IsInf")},
+}
+CHAIN_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int16,
+                torch.int32, torch.int64, torch.uint8, torch.bool)
+# Pow exponents the generated code evaluates exactly (repeated products, sqrt, reciprocal)
+POW_EXPONENTS = (-2.0, -1.0, -0.5, 0.5, 1.0, 2.0, 3.0, 4.0)
+
+
+def pointwise_reason(op_name: str, in_dtypes: list, literal_exponent: float | None = None) -> str | None:
+    """Why a layer of `op_name` on inputs of `in_dtypes` cannot join a PointwiseChain (None: it can)."""
+    kind = POINTWISE_OPS.get(op_name)
+    if kind is None:
+        return f"{op_name} is not an elementwise op"
+    bad = [d for d in in_dtypes if d is not None and d not in CHAIN_DTYPES]
+    if bad:
+        return f"dtype {bad[0]} is not supported in generated kernels"
+    if kind == "float" and any(d is not None and not d.is_floating_point for d in in_dtypes[:1]):
+        return f"{op_name} on {in_dtypes[0]} is fused only for floating-point tensors"
+    if op_name == "Pow" and literal_exponent not in POW_EXPONENTS:
+        return f"Pow exponent must be a constant in {POW_EXPONENTS}, got {literal_exponent}"
+    return None
+
+
+def _widen(t):
+    return t.to(torch.float32) if t is not None and t.dtype in _HALF else t
+
+
+@op("PointwiseChain", attrs={"steps": REQUIRED, "consts": [], "outputs": REQUIRED, "out_dtypes": REQUIRED,
+                             "kernel": ""})
+def pointwise_chain(*inputs, steps, outputs, out_dtypes, consts=(), kernel=""):
+    """A chain of elementwise/broadcast ops run as ONE kernel: every output element is computed from the
+    matching (broadcast) input elements in registers, so memory traffic is Σ bytes(inputs) + Σ bytes(outputs)
+    instead of two tensors per op.
+
+    Program (JSON, stored in the engine): `steps` = [{"op", "args", "attrs"}], each arg "inK" (chain input),
+    "cK" (scalar literal `consts[K]` = {"value", "dtype", "shape"}) or "sK" (result of step K); `outputs` names
+    the steps written out, `out_dtypes` their dtypes; `kernel` is the hash of the generated source (builder).
+    Semantics: each step is its op's own reference; float16/bfloat16 values are held in float32 between
+    steps (a Cast to a half type rounds), and outputs are rounded once to `out_dtypes`.
+    """
+    device = next((t.device for t in inputs if t is not None), torch.device("cpu"))
+    env = {f"in{i}": _widen(t) for i, t in enumerate(inputs)}
+    for i, c in enumerate(consts):
+        env[f"c{i}"] = _widen(torch.full(c["shape"], c["value"], dtype=dtype_from_name(c["dtype"]), device=device))
+    for k, step in enumerate(steps):
+        args = [env[a] if a else None for a in step["args"]]
+        out = get_spec(step["op"]).reference(*args, **step["attrs"])
+        env[f"s{k}"] = _widen(out if isinstance(out, torch.Tensor) else out[0])
+    outs = tuple(env[r].to(dtype_from_name(d)) for r, d in zip(outputs, out_dtypes))
+    return outs if len(outs) > 1 else outs[0]
+
+
+# ---- epilogues shared by FusedConv and MatMulEpilogue -------------------------------------------------
+
+ACTIVATIONS = ("none", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Gelu",
+               "Silu", "Elu")
+
+
+def apply_activation(y, activation: str, alpha: float, beta: float):
+    """y ← act(y). Clip uses (alpha, beta) as (min, max); LeakyRelu/Elu use alpha; HardSigmoid uses both;
+    Gelu uses alpha=1 for the tanh form; Silu is y·σ(y)."""
+    if activation == "none":
+        return y
+    if activation == "Relu":
+        return torch.relu(y)
+    if activation == "Sigmoid":
+        return torch.sigmoid(y)
+    if activation == "Tanh":
+        return torch.tanh(y)
+    if activation == "LeakyRelu":
+        return F.leaky_relu(y, alpha)
+    if activation == "Clip":
+        return torch.clamp(y, alpha, beta)
+    if activation == "HardSigmoid":
+        return torch.clamp(alpha * y + beta, 0, 1)
+    if activation == "HardSwish":
+        return y * torch.clamp(y / 6 + 0.5, 0, 1)
+    if activation == "Gelu":
+        return F.gelu(y, approximate="tanh" if alpha == 1 else "none")
+    if activation == "Silu":
+        return y * torch.sigmoid(y)
+    if activation == "Elu":
+        return F.elu(y, alpha)
+    raise ValueError(f"unknown epilogue activation {activation!r}; known: {ACTIVATIONS}")
+
+
+def apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first):
+    """out = act(y + bias + residual) when residual_first, else act(y + bias) + residual."""
+    if bias is not None:
+        y = y + bias
+    if residual is not None and residual_first:
+        y = y + residual
+    y = apply_activation(y, activation, alpha, beta)
+    if residual is not None and not residual_first:
+        y = y + residual
+    return y
+
+
+_EPILOGUE_ATTRS = {"activation": "none", "alpha": 0.0, "beta": 0.0, "residual_first": 0}
+
+
+@op("MatMulEpilogue", attrs={"trans_b": 0, "scale": 1.0, **_EPILOGUE_ATTRS})
+def matmul_epilogue(a, b, bias=None, residual=None, *, trans_b=0, scale=1.0, activation="none", alpha=0.0, beta=0.0,
+                    residual_first=0):
+    """out = epilogue(scale · a @ b'), b' = bᵀ (last two dims) when trans_b, with the epilogue
+    act(· + bias [+ residual]) [+ residual] (see apply_epilogue). bias and residual broadcast to the
+    output. Traffic: read a, b, bias, residual once, write out once — the unfused graph also writes and
+    re-reads the (M, N) product once per epilogue op.
+    """
+    if trans_b:
+        b = b.transpose(-1, -2)
+    y = torch.matmul(a, b)
+    if scale != 1.0:
+        y = y * scale
+    return apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first)
+
+
+@op("FusedConv", attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
+                        "strides": None, **_EPILOGUE_ATTRS})
+def fused_conv(x, w, bias=None, residual=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+               pads=None, strides=None, activation="none", alpha=0.0, beta=0.0, residual_first=0):
+    """out = epilogue(Conv(x, w)) with Conv's ONNX attributes and the epilogue act(· + bias [+ residual])
+    [+ residual]; bias is per output channel (C_out,). Traffic: read x, w, residual once, write out once.
+    """
+    conv = get_spec("Conv").reference
+    y = conv(x, w, None, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
+             pads=pads, strides=strides)
+    if bias is not None:
+        bias = bias.reshape([1, -1] + [1] * (y.dim() - 2))
+    return apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first)
+
+
+# ---- Attention ------------------------------------------------------------------------------------------
+
+@op("Attention", attrs={"scale": None})
+def attention(q, k, v, mask=None, *, scale=None):
+    """out = softmax(q · kᵀ · scale + mask) · v over the last axis, q (…, Sq, D), k (…, Sk, D), v (…, Sk, Dv);
+    scale defaults to 1/√D; mask (bool: True keeps, or additive float) broadcasts to (…, Sq, Sk).
+    Leading dims broadcast.
+
+    The fused kernel (flash attention: kernels/) never writes the (Sq, Sk) score matrix: traffic is
+    q + k + v + mask + out, against 4 · Sq · Sk extra elements for the unfused graph. This reference
+    computes in float32 for half inputs (the softmax is the overflow risk) and returns q's dtype.
+    """
+    dtype = q.dtype
+    qf, kf, vf = (t.to(torch.float32) if t.dtype in _HALF else t for t in (q, k, v))
+    s = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    scores = torch.matmul(qf, kf.transpose(-1, -2)) * s
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask.to(scores.dtype)
+    return torch.matmul(torch.softmax(scores, dim=-1), vf).to(dtype)

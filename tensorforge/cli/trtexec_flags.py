@@ -1,0 +1,305 @@
+"""The trtexec flag table, as data: one row per flag → the ExecOptions field it sets, or why it is refused.
+
+Entry points: `FLAGS` (name → Flag), `ExecOptions` (parsed values, trtexec's defaults), `parse_argv(argv)`.
+Syntax is trtexec's: `--flag=value`, and switches take no value. A recognised flag that is not supported
+yet is refused with its row's reason; an unknown flag is refused too; nothing is silently ignored.
+To support a flag: give its row a `field` (and a `convert` name from CONVERTERS) instead of `refused`,
+add the field to ExecOptions, and use it in exec_cmd.py (or wherever the feature lives).
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..util.errors import UsageError
+from .shapes_arg import parse_named_values, parse_shapes
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str
+    section: str                 # Model | Build | Inference | Reporting | System | Help
+    help: str
+    field: str | None = None     # ExecOptions attribute this flag sets
+    value: str | None = None     # metavar when the flag takes a value ("<file>", "N", "spec"); None = switch
+    convert: str = "str"         # CONVERTERS key that turns the text into the field's value
+    const: Any = True            # what a switch stores in its field
+    refused: str | None = None   # "not supported yet" reason; the flag is recognised but refused
+    repeat: bool = False         # may be given several times; each value is appended to a list field
+
+
+@dataclass
+class ExecOptions:
+    """Everything `tensorforge exec` was asked to do; defaults are trtexec's."""
+    onnx: str | None = None
+    load_engine: str | None = None
+    save_engine: str | None = None
+    min_shapes: dict = field(default_factory=dict)
+    opt_shapes: dict = field(default_factory=dict)
+    max_shapes: dict = field(default_factory=dict)
+    fp16: bool = False
+    bf16: bool = False
+    tf32: bool = True
+    optimization_level: int = 3
+    skip_inference: bool = False
+    shapes: dict = field(default_factory=dict)
+    load_inputs: dict = field(default_factory=dict)
+    iterations: int = 10
+    warmup_ms: float = 200.0
+    duration_s: float = 3.0
+    idle_ms: float = 0.0
+    data_transfers: bool = True
+    spin_wait: bool = False
+    verbose: bool = False
+    avg_runs: int = 10
+    percentiles: list = field(default_factory=lambda: [90.0, 95.0, 99.0])
+    dump_output: bool = False
+    export_times: str | None = None
+    export_output: str | None = None
+    device: str | None = None
+    plugins: list = field(default_factory=list)  # --staticPlugins/--dynamicPlugins/--plugins, in order
+    help: bool = False
+    given: list = field(default_factory=list)    # flag names in command-line order
+
+
+# ---- converters: text → value, one-line UsageError on bad text --------------------------------------------
+def _number(kind: type, lo: float | None = None, allow: tuple = ()) -> Callable[[str, str], Any]:
+    def conv(text: str, flag: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise UsageError(f"{flag} takes a{'n integer' if kind is int else ' number'}, got {text!r}",
+                             f"write {flag}=N") from None
+        if lo is not None and v < lo and v not in allow:
+            raise UsageError(f"{flag} must be at least {lo:g}, got {text}", f"write {flag}=N with N >= {lo:g}")
+        return v
+    return conv
+
+
+def _percentiles(text: str, flag: str) -> list[float]:
+    out = []
+    for part in text.split(","):
+        try:
+            p = float(part)
+        except ValueError:
+            raise UsageError(f"{flag} takes comma-separated numbers, got {part!r}", f"write {flag}=90,95,99") from None
+        if not 0.0 <= p <= 100.0:
+            raise UsageError(f"{flag}: percentile {part} is outside [0, 100]", f"write {flag}=90,95,99")
+        out.append(p)
+    return out
+
+
+def _level(text: str, flag: str) -> int:
+    v = _number(int)(text, flag)
+    if not 0 <= v <= 5:
+        raise UsageError(f"{flag} must be between 0 and 5, got {v}", f"write {flag}=3 (the default)")
+    return v
+
+
+def _nonempty(text: str, flag: str) -> str:
+    if not text:
+        raise UsageError(f"{flag} needs a value", f"write {flag}=<value>")
+    return text
+
+
+CONVERTERS: dict[str, Callable[[str, str], Any]] = {
+    "str": _nonempty, "int": _number(int), "count": _number(int, 1), "ms": _number(float, 0),
+    "seconds": _number(float, 0, allow=(-1.0,)), "percentiles": _percentiles, "level": _level,
+    "shapes": lambda t, f: parse_shapes(t, f), "files": lambda t, f: parse_named_values(t, f),
+}
+
+
+# ---- the table ------------------------------------------------------------------------------------------
+def use(name, section, fld, help, value=None, convert="str", const=True, repeat=False) -> Flag:  # noqa: A002
+    return Flag(name, section, help, fld, value, convert, const, repeat=repeat)
+
+
+def refuse(name, section, why, value=None) -> Flag:
+    return Flag(name, section, why, value=value, refused=why)
+
+
+_INT8 = "INT8 builds (calibration, INT8 tactics) are not implemented"
+_LOWP = "FP8/INT4 tactics are not implemented"
+_PREC = "per-layer precision control is not implemented; --fp16/--bf16 apply to every float layer"
+_CACHE = "the persistent timing cache is being built (issue 5)"
+_POOL = "memory-pool limits arrive with the memory planner (issue 5)"
+_PROF = "the per-layer profiler is being built (issue 5)"
+_INFO = "layer-information export is being built (issue 5); `tensorforge inspect model.engine` lists the layers"
+_GRAPH = "CUDA-graph capture is being built (issue 5)"
+_STREAM = "several execution streams are being built (issue 5)"
+_PLUG = ("engines never contain plugin code and ONNX models name no plugin libraries; load plugins with "
+         "--staticPlugins=FILE.py when building and when running")
+_DLA = "there is no DLA: tensorforge runs on CUDA GPUs and CPUs"
+_SAFE = "safety-certified engines do not exist in tensorforge"
+_LEGACY = "trtexec removed it (implicit batch, UFF and Caffe are gone); ONNX models use explicit shapes"
+_PLAN = "engine files hold one portable format; refit, lean runtimes and weight stripping are not implemented"
+
+_ROWS = [
+    # Model
+    use("--onnx", "Model", "onnx", "ONNX model to build", "<file>"),
+    *(refuse(n, "Model", _LEGACY, "<v>") for n in ("--uff", "--model", "--deploy", "--output", "--uffInput")),
+    refuse("--uffNHWC", "Model", _LEGACY),
+    # Build
+    use("--minShapes", "Build", "min_shapes", "build a profile with these minimum shapes", "spec", "shapes"),
+    use("--optShapes", "Build", "opt_shapes", "build a profile with these optimum shapes", "spec", "shapes"),
+    use("--maxShapes", "Build", "max_shapes", "build a profile with these maximum shapes", "spec", "shapes"),
+    use("--fp16", "Build", "fp16", "compute float layers in float16 (inputs/outputs stay as declared)"),
+    use("--bf16", "Build", "bf16", "compute float layers in bfloat16 (inputs/outputs stay as declared)"),
+    use("--noTF32", "Build", "tf32", "disable TF32 for float32 matmul/conv on CUDA (build and run)", const=False),
+    use("--builderOptimizationLevel", "Build", "optimization_level",
+        "0 = no graph optimisation ... 5 = all (default 3)", "N", "level"),
+    use("--saveEngine", "Build", "save_engine", "write the engine file (atomically)", "<file>"),
+    use("--loadEngine", "Build", "load_engine", "load an engine file instead of building", "<file>"),
+    use("--skipInference", "Build", "skip_inference", "build (and save) the engine, then exit"),
+    use("--buildOnly", "Build", "skip_inference", "alias of --skipInference"),
+    refuse("--int8", "Build", _INT8), refuse("--calib", "Build", _INT8, "<file>"),
+    *(refuse(n, "Build", _INT8, "spec") for n in ("--minShapesCalib", "--optShapesCalib", "--maxShapesCalib")),
+    refuse("--fp8", "Build", _LOWP), refuse("--int4", "Build", _LOWP),
+    refuse("--best", "Build", "it enables INT8 and FP8, which are not implemented; use --fp16 or --bf16"),
+    refuse("--stronglyTyped", "Build", "strongly typed networks are not implemented; the builder converts float "
+           "layers globally with --fp16/--bf16"),
+    refuse("--precisionConstraints", "Build", _PREC, "spec"), refuse("--layerPrecisions", "Build", _PREC, "spec"),
+    refuse("--layerOutputTypes", "Build", _PREC, "spec"), refuse("--layerDeviceTypes", "Build", _DLA, "spec"),
+    refuse("--memPoolSize", "Build", _POOL, "spec"), refuse("--workspace", "Build", _POOL, "N"),
+    refuse("--timingCacheFile", "Build", _CACHE, "<file>"), refuse("--noBuilderCache", "Build", _CACHE),
+    refuse("--errorOnTimingCacheMiss", "Build", _CACHE),
+    refuse("--sparsity", "Build", "structured-sparsity tactics are not implemented", "spec"),
+    refuse("--profilingVerbosity", "Build", _INFO, "mode"),
+    refuse("--tacticSources", "Build", "tactics are tensorforge's own (torch, Triton); choosing libraries is not "
+           "implemented", "tactics"),
+    refuse("--inputIOFormats", "Build", "I/O formats other than linear in the model's dtypes are not implemented",
+           "spec"),
+    refuse("--outputIOFormats", "Build", "I/O formats other than linear in the model's dtypes are not implemented",
+           "spec"),
+    refuse("--profile", "Build", "several optimization profiles from the command line are not supported yet; the "
+           "Python API (BuilderConfig.add_optimization_profile) builds them", "N"),
+    refuse("--maxAuxStreams", "Build", _STREAM, "N"),
+    refuse("--maxTactics", "Build", "tactic timing is being built (issue 5)", "N"),
+    refuse("--hardwareCompatibilityLevel", "Build", _PLAN, "mode"),
+    refuse("--runtimePlatform", "Build", _PLAN, "platform"),
+    *(refuse(n, "Build", _PLAN) for n in ("--refit", "--stripWeights", "--stripAllWeights", "--weightless",
+                                          "--versionCompatible", "--vc", "--excludeLeanRuntime", "--useRuntime",
+                                          "--allowWeightStreaming", "--getPlanVersionOnly")),
+    refuse("--leanDLLPath", "Build", _PLAN, "<file>"),
+    *(refuse(n, "Build", _SAFE) for n in ("--safe", "--consistency", "--restricted")),
+    refuse("--allowGPUFallback", "Build", _DLA), refuse("--buildDLAStandalone", "Build", _DLA),
+    refuse("--directIO", "Build", "I/O formats other than linear in the model's dtypes are not implemented"),
+    refuse("--preview", "Build", "there are no preview features", "features"),
+    refuse("--tempdir", "Build", "builds write no temporary files", "<dir>"),
+    refuse("--tempfileControls", "Build", "builds write no temporary files", "controls"),
+    refuse("--explicitBatch", "Build", _LEGACY), refuse("--maxBatch", "Build", _LEGACY, "N"),
+    refuse("--minTiming", "Build", "tactic timing is being built (issue 5)", "N"),
+    refuse("--avgTiming", "Build", "tactic timing is being built (issue 5)", "N"),
+    refuse("--markDebug", "Build", "debug tensors are not implemented", "spec"),
+    # Inference
+    use("--shapes", "Inference", "shapes", "input shapes for inference (dynamic engines default to the opt shapes)",
+        "spec", "shapes"),
+    use("--loadInputs", "Inference", "load_inputs", "input values from raw little-endian files or .npy "
+        "(default: random)", "spec", "files"),
+    use("--iterations", "Inference", "iterations", "run at least N timed iterations (default 10)", "N", "count"),
+    use("--warmUp", "Inference", "warmup_ms", "warm up for N ms before timing (default 200)", "N", "ms"),
+    use("--duration", "Inference", "duration_s", "time for at least N seconds (default 3; -1 = until Ctrl-C)",
+        "N", "seconds"),
+    use("--idleTime", "Inference", "idle_ms", "sleep N ms between two iterations (default 0)", "N", "ms"),
+    use("--noDataTransfers", "Inference", "data_transfers", "do not copy inputs/outputs between host and device",
+        const=False),
+    use("--includeDataTransfers", "Inference", "data_transfers", "copy inputs/outputs each iteration (default)",
+        const=True),
+    use("--useSpinWait", "Inference", "spin_wait", "busy-wait on CUDA events instead of blocking"),
+    refuse("--useCudaGraph", "Inference", _GRAPH), refuse("--noCudaGraph", "Inference", _GRAPH),
+    refuse("--streams", "Inference", _STREAM, "N"), refuse("--infStreams", "Inference", _STREAM, "N"),
+    refuse("--separateProfileRun", "Inference", _PROF),
+    refuse("--sleepTime", "Inference", "a delay between launch and compute is not implemented", "N"),
+    refuse("--threads", "Inference", _STREAM),
+    refuse("--timeDeserialize", "Inference", "timing deserialization alone is not implemented"),
+    refuse("--timeRefit", "Inference", _PLAN),
+    refuse("--exposeDMA", "Inference", "transfers are already serialised with compute in one stream"),
+    refuse("--useManagedMemory", "Inference", "managed memory is not implemented"),
+    refuse("--persistentCacheRatio", "Inference", "L2 persistence control is not implemented", "ratio"),
+    refuse("--weightStreamingBudget", "Inference", _PLAN, "N"),
+    refuse("--batch", "Inference", _LEGACY, "N"),
+    refuse("--saveDebugTensors", "Inference", "debug tensors are not implemented", "spec"),
+    # Reporting
+    use("--verbose", "Reporting", "verbose", "verbose log (and tracebacks on errors)"),
+    use("--avgRuns", "Reporting", "avg_runs", "print averages over N consecutive iterations (default 10)",
+        "N", "count"),
+    use("--percentile", "Reporting", "percentiles", "report these percentiles (default 90,95,99)", "P1,P2",
+        "percentiles"),
+    use("--dumpOutput", "Reporting", "dump_output", "print the outputs of the last iteration"),
+    use("--exportTimes", "Reporting", "export_times", "write per-iteration times as JSON", "<file>"),
+    use("--exportOutput", "Reporting", "export_output", "write the outputs of the last iteration as JSON", "<file>"),
+    refuse("--dumpProfile", "Reporting", _PROF), refuse("--exportProfile", "Reporting", _PROF, "<file>"),
+    refuse("--dumpLayerInfo", "Reporting", _INFO), refuse("--exportLayerInfo", "Reporting", _INFO, "<file>"),
+    refuse("--dumpRefit", "Reporting", _PLAN), refuse("--dumpOptimizationProfile", "Reporting", _INFO),
+    refuse("--dumpRawBindingsToFile", "Reporting", "use --exportOutput (JSON)"),
+    # System
+    use("--device", "System", "device", "N = cuda:N; also cpu or cuda (default: cuda when present, else cpu)", "N"),
+    refuse("--useDLACore", "System", _DLA, "N"),
+    *(use(n, "System", "plugins", "load plugins from a Python file or module (repeatable; tensorforge plugins are "
+          "Python, not shared libraries)", "<file>", repeat=True)
+      for n in ("--staticPlugins", "--dynamicPlugins", "--plugins")),
+    refuse("--setPluginsToSerialize", "System", _PLUG, "<file>"),
+    refuse("--ignoreParsedPluginLibs", "System", _PLUG),
+    # Help
+    use("--help", "Help", "help", "print this message"),
+    use("-h", "Help", "help", "print this message"),
+]
+
+FLAGS: dict[str, Flag] = {}
+for _row in _ROWS:
+    if _row.name in FLAGS:
+        raise ValueError(f"flag {_row.name} is listed twice")
+    FLAGS[_row.name] = _row
+
+
+def parse_argv(argv: list[str]) -> ExecOptions:
+    """trtexec's command line → ExecOptions. Every problem is a one-line UsageError (exit code 2)."""
+    opts = ExecOptions()
+    setter: dict[str, str] = {}                  # field → the flag that set it
+    for arg in argv:
+        name, eq, text = arg.partition("=")
+        row = FLAGS.get(name)
+        if row is None:
+            if not arg.startswith("-"):
+                raise UsageError(f"unexpected argument {arg!r}: trtexec flags are written --flag=value",
+                                 "e.g. --onnx=model.onnx (see tensorforge exec --help)")
+            raise UsageError(f"unknown option {name}", "see tensorforge exec --help for the supported flags")
+        if row.refused:
+            raise UsageError(f"{name} is not supported yet: {row.refused}", "remove it from the command line")
+        if row.repeat:
+            if not eq or not text:
+                raise UsageError(f"{name} needs a value", f"write {name}={row.value}")
+            getattr(opts, row.field).append(CONVERTERS[row.convert](text, name))
+            opts.given.append(name)
+            continue
+        if name in opts.given:
+            raise UsageError(f"{name} is given twice", "give each flag once")
+        if row.field in setter:
+            raise UsageError(f"{name} and {setter[row.field]} set the same option", "give only one of them")
+        setter[row.field] = name
+        opts.given.append(name)
+        if row.value is None:
+            if eq:
+                raise UsageError(f"{name} is a switch and takes no value (got {arg!r})", f"write just {name}")
+            setattr(opts, row.field, row.const)
+        else:
+            if not eq:
+                raise UsageError(f"{name} needs a value", f"write {name}={row.value} (trtexec syntax, no space)")
+            setattr(opts, row.field, CONVERTERS[row.convert](text, name))
+    return opts
+
+
+def help_text() -> str:
+    """The --help page, generated from the table: supported flags per section, then the refused ones."""
+    lines = ["usage: tensorforge exec [--flag=value ...]   (trtexec's flags and syntax)", ""]
+    for section in ("Model", "Build", "Inference", "Reporting", "System", "Help"):
+        lines.append(f"=== {section} Options ===")
+        for row in _ROWS:
+            if row.section == section and not row.refused:
+                spelled = f"{row.name}={row.value}" if row.value else row.name
+                lines.append(f"  {spelled:<32} {row.help}")
+        lines.append("")
+    lines.append("=== Recognised, not supported yet (refused with the reason) ===")
+    for row in _ROWS:
+        if row.refused:
+            lines.append(f"  {row.name:<32} {row.refused}")
+    return "\n".join(lines)

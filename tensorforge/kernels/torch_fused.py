@@ -1,0 +1,162 @@
+"""Torch tactics for the fused ops: library kernels (cuBLAS, cuDNN, flash attention) plus in-place epilogues.
+
+- Attention → F.scaled_dot_product_attention: flash / memory-efficient attention on CUDA (never writes the
+  Sq×Sk matrix), a fused kernel on CPU. Traffic: q + k + v + mask + out.
+- LayerNormalization (Y only) → F.layer_norm: one kernel, float32 statistics for half inputs.
+- MatMulEpilogue → addmm (the bias rides in the GEMM's β·C epilogue) then the activation and residual in
+  place: one GEMM plus at most two in-place passes, no extra allocations.
+- FusedConv → the convolution with its bias in one cuDNN/oneDNN call, then the epilogue in place.
+Every tactic here runs on CPU and CUDA, and matches the op's reference within float rounding.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from ..ir import get_spec
+from .registry import tactic
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def activation_(y: torch.Tensor, act: str, alpha: float, beta: float) -> torch.Tensor:
+    """act(y), in place where torch has an in-place form."""
+    if act == "none":
+        return y
+    if act == "Relu":
+        return y.relu_()
+    if act == "Sigmoid":
+        return y.sigmoid_()
+    if act == "Tanh":
+        return y.tanh_()
+    if act == "LeakyRelu":
+        return F.leaky_relu_(y, alpha)
+    if act == "Clip":
+        return y.clamp_(alpha, beta)
+    if act == "HardSigmoid":
+        return y.mul_(alpha).add_(beta).clamp_(0, 1)
+    if act == "HardSwish":
+        return y.mul_((y / 6 + 0.5).clamp_(0, 1))
+    if act == "Gelu":
+        return F.gelu(y, approximate="tanh" if alpha == 1 else "none")
+    if act == "Silu":
+        return F.silu(y, inplace=True)
+    if act == "Elu":
+        return F.elu_(y, alpha)
+    raise ValueError(f"unknown epilogue activation {act!r}")
+
+
+def epilogue_(y, residual, act, alpha, beta, residual_first):
+    """y ← act(y [+ residual]) [+ residual], in place (y is a fresh GEMM/conv output)."""
+    if residual is not None and residual_first:
+        y = y.add_(residual)
+    y = activation_(y, act, alpha, beta)
+    if residual is not None and not residual_first:
+        y = y.add_(residual)
+    return y
+
+
+@tactic("Attention", name="torch_sdpa", priority=5)
+class TorchSDPA:
+    @staticmethod
+    def supports(layer, device):
+        return None
+
+    @staticmethod
+    def build(layer, cfg, device):
+        scale = layer.attrs.get("scale")
+
+        def run(inputs):
+            q, k, v = inputs[:3]
+            mask = inputs[3] if len(inputs) > 3 else None
+            batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+            q, k, v = (t.expand(*batch, *t.shape[-2:]) for t in (q, k, v))
+            if mask is not None and mask.dtype != torch.bool:
+                mask = mask.to(q.dtype)
+            return [F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)]
+        return run
+
+
+@tactic("LayerNormalization", name="torch_layer_norm", priority=5)
+class TorchLayerNorm:
+    @staticmethod
+    def supports(layer, device):
+        if len([o for o in layer.outputs if o]) != 1 or len(layer.outputs) != 1:
+            return "the layer also asks for Mean/InvStdDev (F.layer_norm returns Y only)"
+        if layer.attrs.get("stash_type", 1) != 1:
+            return f"stash_type={layer.attrs.get('stash_type')}"
+        return None
+
+    @staticmethod
+    def build(layer, cfg, device):
+        axis, eps = int(layer.attrs.get("axis", -1)), float(layer.attrs.get("epsilon", 1e-5))
+
+        def run(inputs):
+            x, scale = inputs[0], inputs[1]
+            bias = inputs[2] if len(inputs) > 2 else None
+            shape = x.shape[axis % x.dim():]
+            w = scale.to(x.dtype).expand(shape)
+            b = bias.to(x.dtype).expand(shape) if bias is not None else None
+            return [F.layer_norm(x, shape, w, b, eps)]
+        return run
+
+
+@tactic("MatMulEpilogue", name="torch_addmm", priority=5)
+class TorchMatMulEpilogue:
+    @staticmethod
+    def supports(layer, device):
+        return None
+
+    @staticmethod
+    def build(layer, cfg, device):
+        a_ = layer.attrs
+        trans_b, scale = int(a_.get("trans_b", 0)), float(a_.get("scale", 1.0))
+        act, alpha, beta = a_.get("activation", "none"), float(a_.get("alpha", 0.0)), float(a_.get("beta", 0.0))
+        res_first = int(a_.get("residual_first", 0))
+
+        def run(inputs):
+            a, b = inputs[0], inputs[1]
+            bias = inputs[2] if len(inputs) > 2 else None
+            residual = inputs[3] if len(inputs) > 3 else None
+            if trans_b:
+                b = b.transpose(-1, -2)
+            if b.dim() == 2 and a.dim() >= 2:
+                a2 = a.reshape(-1, a.shape[-1])
+                if bias is not None:
+                    y = torch.addmm(bias.reshape(-1).to(a.dtype), a2, b, alpha=scale)
+                else:
+                    y = torch.mm(a2, b)
+                    if scale != 1.0:
+                        y.mul_(scale)
+                y = y.reshape(*a.shape[:-1], b.shape[-1])
+            else:
+                y = torch.matmul(a, b)
+                if scale != 1.0:
+                    y.mul_(scale)
+                if bias is not None:
+                    y = y.add_(bias) if torch.broadcast_shapes(y.shape, bias.shape) == y.shape else y + bias
+            return [epilogue_(y, residual, act, alpha, beta, res_first)]
+        return run
+
+
+@tactic("FusedConv", name="torch_conv", priority=5)
+class TorchFusedConv:
+    @staticmethod
+    def supports(layer, device):
+        return None
+
+    @staticmethod
+    def build(layer, cfg, device):
+        a_ = layer.attrs
+        conv = get_spec("Conv").reference
+        conv_attrs = {k: a_.get(k) for k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+                      if k in a_}
+        act, alpha, beta = a_.get("activation", "none"), float(a_.get("alpha", 0.0)), float(a_.get("beta", 0.0))
+        res_first = int(a_.get("residual_first", 0))
+
+        def run(inputs):
+            x, w = inputs[0], inputs[1]
+            bias = inputs[2] if len(inputs) > 2 else None
+            residual = inputs[3] if len(inputs) > 3 else None
+            y = conv(x, w, bias, **conv_attrs)
+            return [epilogue_(y, residual, act, alpha, beta, res_first)]
+        return run

@@ -1,0 +1,120 @@
+"""Tactic: a PointwiseChain runs as its generated Triton kernel (codegen/pointwise.py).
+
+Launch: the output shape is the broadcast of the inputs (and literals); every input is viewed with its
+broadcast strides (0 on broadcast dims, its own strides otherwise — views are read in place), then dims are
+collapsed wherever every input is contiguous across them, so the common cases cost no index arithmetic:
+same-shape inputs (FULL: index = offset), a bias over the last dim (one modulo), a per-channel scale
+(one division and one modulo). One program per BLOCK output elements; int64 offsets past 2³¹ elements.
+Traffic: each input element read once per output element that uses it (cached on chip for broadcasts),
+each output written once.
+
+Selection: CUDA only. Tests run the kernel on CPU through TRITON_INTERPRET=1 by building it directly
+(`TritonPointwise.build(layer, cfg, torch.device("cpu"))`); supports() never offers Triton for a CPU build.
+"""
+
+import math
+
+import torch
+
+from ..ir import dtype_from_name
+from .generated import has_source, load_module
+from .registry import tactic
+
+CONFIGS = [{"BLOCK": 1024, "warps": 4}, {"BLOCK": 2048, "warps": 8}, {"BLOCK": 4096, "warps": 8},
+           {"BLOCK": 512, "warps": 4}, {"BLOCK": 8192, "warps": 16}]
+
+
+def collapse(shape: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """Merge adjacent dims d, d+1 where, for every input, stride[d] == stride[d+1]·size[d+1]; drop size-1 dims.
+    Returns (sizes, per-input strides), outermost first; at least one dim."""
+    dims = [d for d in range(len(shape)) if shape[d] != 1]
+    sizes: list[int] = []
+    out: list[list[int]] = [[] for _ in strides]
+    for d in dims:
+        if sizes and all(st[-1] == s[d] * shape[d] for st, s in zip(out, strides)):
+            sizes[-1] *= shape[d]
+            for st, s in zip(out, strides):
+                st[-1] = s[d]
+        else:
+            sizes.append(shape[d])
+            for st, s in zip(out, strides):
+                st.append(s[d])
+    if not sizes:
+        return [1], [[0] for _ in strides]
+    return sizes, out
+
+
+def launch_plan(inputs: list[torch.Tensor], out_shape, rank: int) -> dict:
+    """Kernel arguments that describe the layout: sizes, strides, FULL flags, NDIM, INT64."""
+    out_shape = list(out_shape)
+    n = math.prod(out_shape)
+    contiguous = [t.shape == torch.Size(out_shape) and t.is_contiguous() for t in inputs]
+    strides = [list(t.expand(out_shape).stride()) if out_shape else [] for t in inputs]
+    sizes, cstrides = collapse(out_shape, strides) if out_shape else ([1], [[0] for _ in inputs])
+    ndim = len(sizes)
+    if ndim > rank:
+        raise ValueError(f"output rank {ndim} exceeds the generated kernel's rank {rank}")
+    pad = rank - ndim
+    sizes = [1] * pad + sizes
+    cstrides = [[0] * pad + st for st in cstrides]
+    reach = max([n] + [sum((sz - 1) * st for sz, st in zip(sizes, s)) + 1 for s in cstrides])
+    return {"n": n, "sizes": sizes, "strides": cstrides, "full": contiguous, "ndim": ndim,
+            "int64": reach >= 2 ** 31}
+
+
+def _kernel(layer, cfg, device):
+    module = load_module(layer.attrs["kernel"])
+    fn, rank = module["pointwise_kernel"], module["RANK"]
+    consts = layer.attrs.get("consts", [])
+    lits = [float(c["value"]) for c in consts
+            if dtype_from_name(c["dtype"]).is_floating_point and not math.isfinite(float(c["value"]))]
+    lit_shapes = [tuple(c["shape"]) for c in consts]
+    out_dtypes = [dtype_from_name(d) for d in layer.attrs["out_dtypes"]]
+    block, warps = int(cfg.get("BLOCK", 1024)), int(cfg.get("warps", 4))
+
+    def run(inputs):
+        ins = [t if t.device == device else t.to(device) for t in inputs]
+        out_shape = torch.broadcast_shapes(*[t.shape for t in ins], *lit_shapes)
+        outs = [torch.empty(out_shape, dtype=d, device=device) for d in out_dtypes]
+        plan = launch_plan(ins, out_shape, rank)
+        if plan["n"] == 0:
+            return outs
+        flat_strides = [s for st in plan["strides"] for s in st]
+        flags = {f"FULL{i}": bool(f) for i, f in enumerate(plan["full"])}
+        grid = (triton_cdiv(plan["n"], block),)
+        fn[grid](*ins, *outs, plan["n"], *plan["sizes"][1:], *flat_strides, *lits, **flags, NDIM=plan["ndim"],
+                 INT64=plan["int64"], BLOCK=block, num_warps=warps)
+        return outs
+    return run
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _triton_available() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@tactic("PointwiseChain", name="triton_generated", configs=CONFIGS, priority=10)
+class TritonPointwise:
+    @staticmethod
+    def supports(layer, device):
+        if device.type != "cuda":
+            return "Triton kernels run on CUDA devices (CPU tests build them directly under TRITON_INTERPRET=1)"
+        if not _triton_available():
+            return "Triton is not installed (pip install tensorforge[gpu])"
+        key = layer.attrs.get("kernel")
+        if not key:
+            return "the layer has no generated kernel source (the builder generates one per chain)"
+        if not has_source(key):
+            return f"generated source {key[:12]}… is not registered (engine kernel_sources missing)"
+        return None
+
+    @staticmethod
+    def build(layer, cfg, device):
+        return _kernel(layer, cfg, device)

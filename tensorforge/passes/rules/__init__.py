@@ -1,0 +1,5 @@
+"""Fusion rules, one family per module (gelu, softmax, layernorm, conv_bn, attention, epilogue, pointwise).
+
+Each module exports `RULES` (Rule instances, see base.py) or, for pointwise grouping, a pass function;
+`passes/pipeline.py` orders them by optimisation level.
+"""
