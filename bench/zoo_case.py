@@ -9,6 +9,7 @@ Tolerance (documented in bench/README.md): fp16 engines pass when max|engine −
 
 import copy
 import gc
+from collections import Counter
 
 import numpy as np
 import torch
@@ -55,7 +56,8 @@ def run_case(name: str, module: torch.nn.Module, onnx_bytes: bytes, dtype: str, 
     info = engine.data.build_info
     row["build"] = {"seconds": info.get("build_seconds"), "tactics": info.get("tactics"), "memory": info.get("memory"),
                     "layers": len(engine.data.layers),
-                    "device_layers": sum(layer.placement != "host" for layer in engine.data.layers)}
+                    "device_layers": sum(layer.placement != "host" for layer in engine.data.layers),
+                    "tactics_chosen": dict(Counter(layer.tactic.split("[")[0] for layer in engine.data.layers))}
     ctx = ExecutionContext(engine.data, "cuda")
     x = x_cpu.cuda()
     bound = ctx.bind_inputs({"input": x}) or {"input": x}

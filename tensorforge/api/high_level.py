@@ -111,5 +111,5 @@ def _to_tensor(name, value) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value
     if isinstance(value, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(value))
+        return torch.from_numpy(np.require(value, requirements="C"))   # keeps 0-d arrays 0-d
     raise InputError(f"input {name!r} is a {type(value).__name__}, not a tensor", "pass a torch.Tensor or numpy array")

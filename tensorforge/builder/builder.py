@@ -32,9 +32,10 @@ from .memory_plan import plan_network
 from .tactics import choose_tactics
 
 
-def _infer(net: Network, points: list[dict], max_fold: int) -> tuple[dict[str, TensorInfo], set[str]]:
-    """Shapes/dtypes of every tensor (dims -1 where points disagree) and the names known at every point."""
-    envs = []
+def _infer(net: Network, points: list[dict], max_fold: int, keep: list | None = None) -> tuple[dict[str, TensorInfo], set[str]]:
+    """Shapes/dtypes of every tensor (dims -1 where points disagree) and the names known at every point.
+    `keep` receives the propagated tensors of every point (tactic timing and the memory plan reuse them)."""
+    envs = keep if keep is not None else []
     for point in points:
         try:
             envs.append(propagate(net, point, max_fold))
@@ -88,7 +89,8 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
     report.update(optimize(net, points, config.optimization_level, stage="late",     # dtypes final: chains
                            max_fold_elements=config.max_fold_elements))
 
-    infos, host = _infer(net, points, config.max_fold_elements)
+    envs: list[dict] = []
+    infos, host = _infer(net, points, config.max_fold_elements, keep=envs)
     net.tensors.update(infos)
     kernel_sources = generate_kernel_sources(net)        # codegen/: one Triton source per PointwiseChain
     register_sources(kernel_sources)
@@ -99,9 +101,11 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
             dts = {infos[o].dtype for o in outs if o in infos}
             layer.precision = dtype_name(next(iter(dts))) if len(dts) == 1 else "mixed"
 
-    tactic_report = choose_tactics(net, device, config, progress=progress,
-                                   opt_point={n: s[1] for n, s in resolved[0].items()})
-    memory = plan_network(net, [{n: s[2] for n, s in p.items()} for p in resolved], config.max_fold_elements)
+    opt_point = {n: s[1] for n, s in resolved[0].items()}
+    tactic_report = choose_tactics(net, device, config, progress=progress, opt_point=opt_point,
+                                   opt_env=envs[points.index(opt_point)])
+    max_points = [{n: s[2] for n, s in p.items()} for p in resolved]
+    memory = plan_network(net, max_points, config.max_fold_elements, envs=[envs[points.index(p)] for p in max_points])
     log.info(f"activation memory: planned peak {memory.peak_bytes / 2**20:.1f} MiB "
              f"(naive sum {memory.naive_bytes / 2**20:.1f} MiB)")
 

@@ -2,8 +2,9 @@
 
 Entry point: `plan_memory(layers, sizes, keep)` → MemoryPlan, and `plan_network(net, max_points)` which sizes every
 device activation at the largest shape of every profile. The plan is recorded in the engine's build info
-(`memory`: planned peak, the naive sum, tensor count) and logged; the runtime realises the same liveness by
-releasing each activation after its last reader, so the allocator (or a CUDA graph's private pool) reuses it.
+(`memory`: planned peak, the naive sum, tensor count, and which inputs of device layers are host values) and
+logged; the runtime realises the same liveness by releasing each activation after its last reader, so the
+allocator (or a CUDA graph's private pool) reuses it.
 
     lifetime(t) = [index of the producing layer, index of the last reading layer]   (network outputs: to the end)
     peak = max over placed t of offset(t) + size(t)      ≤      naive = Σ size(t)
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..ir import Layer, Network
+from ..ir import Layer, Network, get_spec
 from ..ir.interpret import propagate
 
 ALIGN = 256        # bytes; the CUDA caching allocator rounds blocks to 512, cuBLAS wants 256-aligned operands
@@ -26,10 +27,11 @@ class MemoryPlan:
     lifetimes: dict[str, tuple[int, int]] = field(default_factory=dict)
     peak_bytes: int = 0
     naive_bytes: int = 0
+    host_value_inputs: dict[str, list[int]] = field(default_factory=dict)   # layer → input positions kept on host
 
     def as_dict(self) -> dict:
         return {"activation_peak_bytes": self.peak_bytes, "activation_naive_bytes": self.naive_bytes,
-                "tensors": len(self.sizes)}
+                "tensors": len(self.sizes), "host_value_inputs": self.host_value_inputs}
 
 
 def _align(n: int) -> int:
@@ -76,15 +78,33 @@ def plan_memory(layers: list[Layer], sizes: dict[str, int], keep: set[str] = fro
     return plan
 
 
-def plan_network(net: Network, max_points: list[dict], max_fold_elements: int = 1 << 24) -> MemoryPlan:
+def host_value_inputs(net: Network) -> dict[str, list[int]]:
+    """Device layers' inputs whose values the op reads on the host (OpSpec.value_inputs: shapes, axes, pads …).
+
+    The runtime hands these over as the CPU tensors that shape arithmetic and constants already are, so reading
+    them costs no device→host copy (no sync, and the engine stays capturable in a CUDA graph)."""
+    out = {}
+    for layer in net.layers:
+        if layer.placement == "host":
+            continue
+        pos = [i for i in get_spec(layer.op).value_inputs if i < len(layer.inputs) and layer.inputs[i]]
+        if pos:
+            out[layer.name] = pos
+    return out
+
+
+def plan_network(net: Network, max_points: list[dict], max_fold_elements: int = 1 << 24,
+                 envs: list[dict] | None = None) -> MemoryPlan:
     """Plan the device activations of `net` (layers with placement set), each sized at its largest shape over
-    `max_points` (the max shapes of every profile). Network inputs belong to the caller and are not planned."""
+    `max_points` (the max shapes of every profile; `envs`: their propagated tensors if the caller has them).
+    Network inputs belong to the caller and are not planned."""
     device_outputs = {o for layer in net.layers if layer.placement != "host" for o in layer.outputs if o}
     sizes: dict[str, int] = {}
-    for point in max_points:
-        env = propagate(net, point, max_fold_elements)
+    for env in envs if envs is not None else (propagate(net, p, max_fold_elements) for p in max_points):
         for name in device_outputs:
             t = env.get(name)
             if isinstance(t, torch.Tensor):
                 sizes[name] = max(sizes.get(name, 0), t.numel() * t.element_size())
-    return plan_memory(net.layers, sizes, set(net.outputs))
+    plan = plan_memory(net.layers, sizes, set(net.outputs))
+    plan.host_value_inputs = host_value_inputs(net)
+    return plan

@@ -92,6 +92,16 @@ class CudaEventTimer:
 
 
 def _try_capture(run, stream):
+    """A CUDA graph of `run`, or None when `run` synchronises with the host (checked first with torch's sync debug
+    mode: a capture that fails half-way would leave torch's CUDA RNG in capture state)."""
+    old = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        run()
+    except RuntimeError:
+        return None
+    finally:
+        torch.cuda.set_sync_debug_mode(old)
     graph = torch.cuda.CUDAGraph()
     torch.cuda.synchronize()
     graph.capture_begin(capture_error_mode="thread_local")
@@ -136,8 +146,9 @@ def _open_cache(config: BuilderConfig, cache: TimingCache | None) -> TimingCache
 
 def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, progress=None,
                    opt_point: dict | None = None, timer: Timer | None = None,
-                   cache: TimingCache | None = None) -> TacticReport:
-    """Set `layer.tactic` for every layer of `net`. `timer` forces timing (tests pass a fake one on CPU)."""
+                   cache: TimingCache | None = None, opt_env: dict | None = None) -> TacticReport:
+    """Set `layer.tactic` for every layer of `net`. `timer` forces timing (tests pass a fake one on CPU);
+    `opt_env`: the tensors propagated at `opt_point`, when the caller has them (else propagated here)."""
     log = get_logger()
     t0 = time.perf_counter()
     report = TacticReport()
@@ -146,7 +157,7 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
         timer = CudaEventTimer(device)
     cache = _open_cache(config, cache) if timing else None
     dev_key = device_key(fingerprint(device)) if timing else ""
-    walk = _LayoutWalk(net, opt_point, device) if timing else None
+    walk = _LayoutWalk(net, opt_point, device, opt_env) if timing else None
     with tf32_mode(config.tf32) if device.type == "cuda" else _nothing():
         for layer in net.layers:
             found, reasons = candidates(layer, device)
@@ -235,10 +246,12 @@ class _LayoutWalk:
     constants), else meta tensors carrying the shape, dtype and strides that the chosen producers emit
     (a channels-last convolution hands its consumers NHWC-strided tensors, and they are timed on those)."""
 
-    def __init__(self, net: Network, opt_point: dict | None, device: torch.device):
-        if opt_point is None:
-            opt_point = {n: net.tensors[n].shape for n in net.inputs}
-        self.env = propagate(net, opt_point)
+    def __init__(self, net: Network, opt_point: dict | None, device: torch.device, env: dict | None = None):
+        if env is None:
+            if opt_point is None:
+                opt_point = {n: net.tensors[n].shape for n in net.inputs}
+            env = propagate(net, opt_point)
+        self.env = dict(env)          # strides are rewritten below; the caller's tensors stay as they were
         self.constants = set(net.constants)
         self.device = device
         self._on_device: dict[str, torch.Tensor] = {}

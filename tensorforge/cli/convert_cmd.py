@@ -128,6 +128,8 @@ def run(argv) -> int:
         return 0
     if not args.model:
         raise UsageError("convert: no ONNX model given", "usage: tensorforge convert model.onnx [-o model.engine] [-t model.txt]")
+    if args.workspace is not None and args.workspace < 0:
+        raise UsageError(f"convert: -w {args.workspace}: the workspace size cannot be negative", "give a size in bytes")
     log = get_logger()
     old = log.min_severity
     log.min_severity = Severity(max(Severity.ERROR, min(Severity.VERBOSE, Severity.WARNING + args.verbose - args.quiet)))

@@ -96,8 +96,19 @@ def _decode_attr(value, blobs: dict):
     return value
 
 
+def _unaliased(tensors: dict) -> dict:
+    """safetensors refuses tensors that share memory (folded Identity of a shared initializer): copy repeats."""
+    seen, out = set(), {}
+    for name, t in tensors.items():
+        key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) if t.numel() else None
+        out[name] = t.clone() if key in seen else t
+        if key is not None:
+            seen.add(key)
+    return out
+
+
 def to_bytes(engine: Engine) -> bytes:
-    blobs = {name: t.detach().cpu().contiguous() for name, t in engine.constants.items()}
+    blobs = _unaliased({name: t.detach().cpu().contiguous() for name, t in engine.constants.items()})
     layers = []
     for layer in engine.layers:
         attrs = {k: _encode_attr(v, f"{_ATTR_PREFIX}{layer.name}/{k}", blobs) for k, v in layer.attrs.items()}

@@ -10,6 +10,7 @@ Imports ir, plugin, util.
 from . import reference  # noqa: F401  (registers the generic tactic)
 from . import plugin_tactics  # noqa: F401  (a tactic per registered plugin)
 from . import conv_channels_last  # noqa: F401  (NHWC convolution on CUDA)
+from . import conv_cudnn_fused  # noqa: F401  (conv + bias + residual + ReLU in one cuDNN call)
 from . import triton_pointwise  # noqa: F401  (generated kernels of PointwiseChain layers)
 from . import torch_fused  # noqa: F401  (SDPA, layer_norm, addmm and conv epilogues for fused ops)
 from .registry import Kernel, Tactic, candidates, instantiate, tactic

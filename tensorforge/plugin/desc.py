@@ -4,7 +4,8 @@ A descriptor is plain Python over `TensorDesc`s: `x.like()`, `x.new((x.shape[0],
 Dimensions are ints when the builder infers shapes (it calls the descriptor once per profile point:
 min, opt and max) and `torch.SymInt`s when PyTorch traces the op (`torch_op` under torch.export), so
 arithmetic such as `x.shape[1] * 2` or `x.shape[2] // stride` works unchanged on symbolic dimensions.
-`value` holds the contents of an input that is known at build time (a constant), else None.
+`value` holds the contents of an input known when the descriptor runs (a constant at build time, a CPU tensor
+at run time), else None: at run time on a GPU it is None, so use it only to validate, never for output shapes.
 """
 
 from typing import Any, Sequence

@@ -47,7 +47,8 @@ def _run(source: str, action) -> list[str]:
         registry._SOURCE.pop()
     added = set(registry._PLUGINS) - before
     _LOADED[source] = added
-    get_logger().verbose(f"plugins from {source}: {', '.join(registry._PLUGINS[k].id for k in sorted(added)) or 'none'}")
+    ids = sorted(registry._PLUGINS[k].id for k in added)
+    get_logger().verbose(f"plugins from {source}: {', '.join(ids) or 'none'}")
     return sorted(registry._PLUGINS[k].id for k in added)
 
 
@@ -57,7 +58,8 @@ def load(source) -> list[str]:
     path = Path(text)
     if text.endswith(".py") or path.exists():
         if not path.is_file():
-            raise PluginError(f"plugin file {text} does not exist", "check the path given to --staticPlugins / tfp.load")
+            raise PluginError(f"plugin file {text} does not exist",
+                              "check the path given to --staticPlugins / tfp.load")
         key = str(path.resolve())
         if _still_there(key):
             return sorted(registry._PLUGINS[k].id for k in _LOADED[key])

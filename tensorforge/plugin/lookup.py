@@ -36,7 +36,8 @@ def resolve(domain: str, op_type: str, version: str | None = None, namespace: st
         ns_match = [p for p in found if domain in p.domains]
         if not ns_match:
             raise PluginError(f"{where}no plugin {op_type} answers to ONNX domain {domain!r}; registered: "
-                              f"{_describe(found)}", "register it with domains=(...) or set plugin_namespace on the node")
+                              f"{_describe(found)}",
+                              "register it with domains=(...) or set plugin_namespace on the node")
     if version is not None:
         exact = [p for p in ns_match if p.version == str(version)]
         if not exact:

@@ -102,7 +102,7 @@ class Plugin:
             hints = typing.get_type_hints(fn)
         except Exception as e:  # noqa: BLE001 - unresolvable annotation
             raise PluginError(f"plugin {self.id}: cannot read the descriptor's annotations ({e})",
-                              "annotate inputs with tfp.TensorDesc and attributes with int/float/str/bool/list[...]") from e
+                              "annotate inputs with tfp.TensorDesc, attributes with int/float/str/bool/list") from e
         for p in inspect.signature(fn).parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise PluginError(f"plugin {self.id}: descriptor parameter *{p.name} is not supported",
@@ -131,7 +131,8 @@ class Plugin:
                                       "make the default match the annotation") from None
             self.attrs[p.name] = (t, default)
         if not self.inputs:
-            raise PluginError(f"plugin {self.id}: the descriptor declares no input", "annotate inputs with tfp.TensorDesc")
+            raise PluginError(f"plugin {self.id}: the descriptor declares no input",
+                              "annotate inputs with tfp.TensorDesc")
 
     # ---- decorators -------------------------------------------------------------------------------
     def impl(self, fn: Callable) -> Callable:

@@ -36,7 +36,8 @@ def _schema(p: Plugin) -> str:
         try:
             typ = schema_type(t)
         except AttrTypeError as e:
-            raise PluginError(f"plugin {p.id}: attribute {name!r}: {e}", "torch_op needs non-tensor attributes") from None
+            raise PluginError(f"plugin {p.id}: attribute {name!r}: {e}",
+                              "torch_op needs non-tensor attributes") from None
         args.append(f"{typ} {name}" if default is REQUIRED else f"{typ} {name}={_default(default)}")
     outs = "Tensor" if p.num_outputs == 1 else "(" + ", ".join(["Tensor"] * p.num_outputs) + ")"
     return f"({', '.join(args)}) -> {outs}"
@@ -74,7 +75,8 @@ def _split(p: Plugin, args, kwargs=None) -> tuple[list, dict]:
 
 
 def _define(p: Plugin):
-    ns, name = "tfp_" + _ident(p.namespace or "default"), _ident(p.name) + ("" if p.version == "1" else f"_v{p.version}")
+    ns = "tfp_" + _ident(p.namespace or "default")
+    name = _ident(p.name) + ("" if p.version == "1" else f"_v{p.version}")
     key = p.key
     lib = torch.library.Library(ns, "FRAGMENT")
     lib.define(name + _schema(p))
@@ -144,6 +146,9 @@ def torch_op(plugin_id: str, version: str | None = None):
     p = registry.get(plugin_id, version)
     key = p.key
     if key in _OPS:
+        if _OPS[key].schema != _schema(p):       # torch ops live for the whole process; signatures cannot change
+            raise PluginError(f"plugin {p.id} v{p.version} was made a torch op with signature {_OPS[key].schema}; "
+                              f"it is now registered as {_schema(p)}", "give the changed plugin a new version")
         return _OPS[key]
     op = _define(p)
     signature = inspect.signature(p.descriptor)
@@ -171,5 +176,6 @@ def torch_op(plugin_id: str, version: str | None = None):
     call.__name__ = _ident(p.name)
     call.__doc__ = f"torch op for plugin {p.id} v{p.version}: {p.name}{signature}"
     call.op = op
+    call.schema = _schema(p)
     _OPS[key] = call
     return call

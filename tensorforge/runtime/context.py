@@ -57,8 +57,12 @@ class ExecutionContext:
         self.device = resolve_device(device)
         self.host = torch.device("cpu")
         self.stream = stream
-        needs_host = {i for layer in engine.layers if layer.placement == "host" for i in layer.inputs if i}
-        needs_dev = {i for layer in engine.layers if layer.placement != "host" for i in layer.inputs if i}
+        # inputs a device layer reads as values (shapes, axes …) stay on the host: no copy, no sync to read them
+        self._value_inputs = {k: set(v) for k, v in engine.build_info.get("memory", {}).get("host_value_inputs", {}).items()}
+        needs_host = {i for layer in engine.layers for k, i in enumerate(layer.inputs)
+                      if i and (layer.placement == "host" or k in self._value_inputs.get(layer.name, ()))}
+        needs_dev = {i for layer in engine.layers if layer.placement != "host" for k, i in enumerate(layer.inputs)
+                     if i and k not in self._value_inputs.get(layer.name, ())}
         needs_dev |= set(engine.output_names)
         if shared_weights is not None:
             self._dev_consts = shared_weights
@@ -208,7 +212,8 @@ class ExecutionContext:
         """Turn the layer list into a flat program over numbered slots, so a call does no name lookups.
 
         Every tensor gets a device slot and, where host layers produce or read it on the CPU, a host slot. A device
-        layer reading a host value first copies it to the device (once per call, at its first reader); every slot
+        layer reads a host value in place where the op reads it as a value (shape, axes …: `host_value_inputs` of
+        the engine's memory plan), else copies it to the device first (once per call, at its first reader); every slot
         is cleared after its last reader (network outputs are kept), which is the liveness the memory plan assumes.
         Slot 0 is the sink for absent outputs, slot 1 is always None (absent optional inputs).
         """
@@ -241,10 +246,11 @@ class ExecutionContext:
         program, on_device = [], set(dev)
         for index, (layer, kernel) in enumerate(zip(eng.layers, self.kernels)):
             copies, ins = [], []
-            for i in layer.inputs:
+            values = self._value_inputs.get(layer.name, ())
+            for k, i in enumerate(layer.inputs):
                 if not i:
                     ins.append(1)
-                elif layer.placement == "host":
+                elif layer.placement == "host" or (k in values and i in host):
                     ins.append(host[i] if i in host else slot(dev, i))
                 else:
                     if i not in on_device:          # a host value: copy it over at its first device reader

@@ -37,11 +37,15 @@ class TorchGraphBackend:
         return self._side
 
     def warmup(self, fn: Callable[[], Any]) -> None:
+        """`warmup_runs` plain runs (compilation, autotuning, lazy handles may synchronise), then one run in which any
+        host synchronisation is an error: whatever syncs cannot be captured, and a capture that fails half-way
+        leaves torch's CUDA RNG in capture state for the rest of the process — so it is never attempted."""
         side = self.side_stream
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             for _ in range(self.warmup_runs):
                 fn()
+            no_sync(fn)
         torch.cuda.current_stream(self.device).wait_stream(side)
 
     def capture(self, fn: Callable[[], Any]):
@@ -64,6 +68,18 @@ class TorchGraphBackend:
 
     def replay(self, graph) -> None:
         graph.replay()
+
+
+def no_sync(fn: Callable[[], Any]):
+    """Run `fn` with torch's sync debug mode set to "error"; a synchronising call raises CaptureFailed."""
+    old = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        return fn()
+    except RuntimeError as e:
+        raise CaptureFailed(f"it synchronises with the host: {(str(e).splitlines() or [''])[0]}") from e
+    finally:
+        torch.cuda.set_sync_debug_mode(old)
 
 
 @dataclass

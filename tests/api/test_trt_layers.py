@@ -237,3 +237,13 @@ def test_refusals_are_one_line_and_leave_the_network_intact():
         bad.precision = trt.DataType.HALF
     with pytest.raises(UsageError, match="has no outputs"):
         trt.Builder(LOGGER).create_network(0).to_ir()
+
+
+def test_init_libnvinfer_plugins_registers_the_library():
+    with tfp.scope():
+        assert trt.init_libnvinfer_plugins(LOGGER, "")
+        assert tfp.find("custom::MyGelu") is not None
+        network, _ = one_layer((2, 5), lambda n, x: n.add_plugin([x], "custom::MyGelu"))
+        xs = rand(2, 5, seed=14)
+        np.testing.assert_allclose(run_network(network, {"x": xs})["y"], F.gelu(torch.from_numpy(xs)).numpy(),
+                                   rtol=1e-5, atol=1e-6)

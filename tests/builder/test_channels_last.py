@@ -40,3 +40,16 @@ def test_fused_conv_with_residual():
     assert any(t.name == "cudnn_channels_last" for t, _ in found)
     (y,) = FusedConvChannelsLast.build(layer, {}, torch.device("cpu"))([x, w, b, r])
     torch.testing.assert_close(y, get_spec("FusedConv").reference(x, w, b, r, **attrs), rtol=1e-5, atol=1e-5)
+
+
+def test_cudnn_fused_relu_applies_to_the_resnet_epilogue_only():
+    from tensorforge.kernels.conv_cudnn_fused import FusedConvCudnnRelu as T
+    cuda = torch.device("cuda")
+    base = {"pads": [1, 1, 1, 1], "activation": "Relu", "residual_first": 1}
+    ok = Layer("c", "FusedConv", ["x", "w", "b", "r"], ["y"], base)
+    assert T.supports(ok, cuda) is None
+    assert "CUDA devices only" in T.supports(ok, torch.device("cpu"))
+    assert "only ReLU" in T.supports(Layer("c", "FusedConv", ["x", "w"], ["y"], dict(base, activation="Sigmoid")), cuda)
+    assert "after the activation" in T.supports(Layer("c", "FusedConv", ["x", "w", "b", "r"], ["y"],
+                                                       dict(base, residual_first=0)), cuda)
+    assert "symmetric" in T.supports(Layer("c", "FusedConv", ["x", "w"], ["y"], dict(base, pads=[0, 0, 1, 1])), cuda)

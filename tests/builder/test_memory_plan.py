@@ -60,7 +60,8 @@ def test_builder_records_the_plan():
                      optimization_level=0).data.build_info["memory"]          # unfused: one layer per node
     # four float32 activations of 64x4 at the max shape (1 KiB each, aligned): a chain → two live at a time
     # (t2 = relu(t1) and then y = t2 − x: t0,t1,t2,y each die at the next layer, y is kept)
-    assert info == {"activation_peak_bytes": 2048, "activation_naive_bytes": 4096, "tensors": 4}
+    assert info == {"activation_peak_bytes": 2048, "activation_naive_bytes": 4096, "tensors": 4,
+                    "host_value_inputs": {}}
 
 
 def test_fused_build_plan_is_consistent():

@@ -30,7 +30,7 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not _counts["selected"]:
+    if not _counts["selected"] or config.option.collectonly:
         return
     terminalreporter.write_line(
         f"ONNX backend suite: {_counts['passed']} of {TOTAL_CPU_CASES} CPU cases pass "
@@ -39,6 +39,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    full = _counts["selected"] >= TOTAL_CPU_CASES
+    """A run that selected every CPU case must pass at least MIN_PASSING of them (an empty or all-skipped run
+    fails); runs narrowed with -k or a node id are not held to it."""
+    full = _counts["selected"] >= TOTAL_CPU_CASES and not session.config.option.collectonly
     if full and _counts["passed"] < MIN_PASSING:
         session.exitstatus = 1
+
+
+def pytest_configure(config):
+    # onnx's test-case generators divide by zero on purpose while building expected outputs
+    config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:onnx.backend.test.case.node")

@@ -267,3 +267,15 @@ def test_bad_values_fail_at_build_with_the_layer_named(op_type, feeds, consts, k
     with pytest.raises(TensorforgeError) as info:
         tfg.build(model.SerializeToString(), device="cpu")
     assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("axis", [1, None])
+def test_compress_with_runtime_condition(axis):
+    """A condition fed at run time: the output length follows the data, as in onnxruntime."""
+    x = randn(3, 4)
+    model = node_model("Compress", {"x": x, "c": np.array([1, 0, 1, 1], bool)}, opset=11,
+                       **({} if axis is None else {"axis": axis}))
+    engine = tfg.build(model, device="cpu")
+    for cond in ([1, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]):
+        feeds = {"x": x, "c": np.array(cond, bool)}
+        assert_close(engine.run(feeds), ort_run(model, feeds))

@@ -39,7 +39,8 @@ def test_seed_flow_equals_gelu_twice(tmp_path):
     model = _legacy_export(MyNet(), x)
     assert [(n.domain, n.op_type) for n in onnx.load_from_string(model).graph.node] == [("custom", "MyGelu")] * 2
     engine = tfg.build(model, device="cpu")
-    assert [layer.tactic for layer in engine.data.layers] == ["plugin:custom::mygelu:1.plugin[BLOCK=1024,num_warps=4]"] * 2
+    tactic = "plugin:custom::mygelu:1.plugin[BLOCK=1024,num_warps=4]"
+    assert [layer.tactic for layer in engine.data.layers] == [tactic] * 2
     want = nn.GELU()(nn.GELU()(x))
     torch.testing.assert_close(engine(x), want, rtol=1e-5, atol=1e-6)
     engine.save(tmp_path / "seed.engine")

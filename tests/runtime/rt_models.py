@@ -38,3 +38,14 @@ def reshape_by_shape(features: int = 6) -> bytes:
              helper.make_node("Mul", ["t", "three"], ["y"], name="n_mul")]
     return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", features])],
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [three])
+
+
+def scale_by_width(features: int = 6) -> bytes:
+    """y = x · float(Shape(x)[1]): host shape arithmetic read as *data* by a device layer (it must be copied)."""
+    one = numpy_helper.from_array(np.array(1, np.int64), "one")
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="n_shape"),
+             helper.make_node("Gather", ["s", "one"], ["w"], name="n_gather", axis=0),
+             helper.make_node("Cast", ["w"], ["wf"], name="n_cast", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["x", "wf"], ["y"], name="n_mul")]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", features])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [one])

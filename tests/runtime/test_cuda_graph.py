@@ -10,7 +10,7 @@ from tensorforge.util import log as tflog
 from tensorforge.util.errors import UsageError
 
 from rt_fakes import FakeGraphBackend
-from rt_models import affine_relu, reference_affine_relu, reshape_by_shape
+from rt_models import affine_relu, reference_affine_relu, reshape_by_shape, scale_by_width
 
 SHAPES = {"x": ((1, 4), (2, 4), (8, 4))}
 
@@ -77,18 +77,28 @@ def test_invalidate_and_lru_eviction(engine):
     assert fake.captures == 5
 
 
-def test_host_shape_arithmetic_is_copied_to_the_device_once_per_graph():
+def test_shape_values_stay_on_the_host_and_host_data_is_copied_once_per_graph():
+    # Reshape reads its shape (host shape arithmetic) as a value: handed over in place, nothing copied
     data = tfg.build(reshape_by_shape(), device="cpu", shapes={"x": ((1, 6), (2, 6), (4, 6))}, optimization_level=0).data
     placements = {layer.origin[0]: layer.placement for layer in data.layers}
     assert placements["n_shape"] == "host" and placements["n_reshape"] == "device"
+    reshape = next(layer for layer in data.layers if layer.origin == ["n_reshape"])
+    assert data.build_info["memory"]["host_value_inputs"] == {reshape.name: [1]}
     ctx, fake = make(data)
     for _ in range(3):
         x = torch.randn(3, 6)
         torch.testing.assert_close(ctx.run({"x": x})["y"], torch.relu(x) * 3)
-    entry = next(iter(ctx.graph_cache.graphs.values()))
-    shape_name = next(layer.outputs[0] for layer in data.layers if layer.origin == ["n_shape"])
-    assert entry.host_values[shape_name].tolist() == [3, 6]
+    assert next(iter(ctx.graph_cache.graphs.values())).host_values == {}
     assert fake.captures == 1 and fake.replays == 3
+    # Mul reads float(width) as data: copied to the device once per graph, at capture, never during replay
+    data = tfg.build(scale_by_width(), device="cpu", shapes={"x": ((1, 6), (2, 6), (4, 6))}, optimization_level=0).data
+    ctx, fake = make(data)
+    for b in (3, 3, 2):
+        x = torch.randn(b, 6)
+        torch.testing.assert_close(ctx.run({"x": x})["y"], x * 6)
+    cast = next(layer.outputs[0] for layer in data.layers if layer.origin == ["n_cast"])
+    assert [list(e.host_values) for e in ctx.graph_cache.graphs.values()] == [[cast], [cast]]
+    assert fake.captures == 2
 
 
 def _refusing_context(engine, monkeypatch, origin, **kw):

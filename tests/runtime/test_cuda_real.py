@@ -115,3 +115,25 @@ def test_no_tf32_flags_during_run_and_restored():
     ctx.run({"x": torch.randn(2, 3, 16, 16, device="cuda")})
     assert seen == [(False, False)]
     assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_conv_tactics_match_the_reference_on_gpu(dtype):
+    from tensorforge.ir import Layer, get_spec
+    from tensorforge.kernels.conv_channels_last import FusedConvChannelsLast
+    from tensorforge.kernels.conv_cudnn_fused import FusedConvCudnnRelu
+    torch.backends.cudnn.allow_tf32 = False
+    attrs = {"pads": [1, 1, 1, 1], "strides": [1, 1], "activation": "Relu", "residual_first": 1}
+    layer = Layer("c", "FusedConv", ["x", "w", "b", "r"], ["y"], attrs)
+    dev = torch.device("cuda")
+    x, w = torch.randn(2, 16, 12, 12, device=dev, dtype=dtype), torch.randn(32, 16, 3, 3, device=dev, dtype=dtype) * 0.1
+    b, r = torch.randn(32, device=dev, dtype=dtype), torch.randn(2, 32, 12, 12, device=dev, dtype=dtype)
+    want = get_spec("FusedConv").reference(x.float(), w.float(), b.float(), r.float(), **attrs)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    for tac, cfg in [(FusedConvChannelsLast, {}), (FusedConvCudnnRelu, {"layout": "nchw"}),
+                     (FusedConvCudnnRelu, {"layout": "nhwc"})]:
+        (y,) = tac.build(layer, cfg, dev)([x, w, b, r])
+        torch.testing.assert_close(y.float(), want, rtol=tol, atol=tol)
+        (y,) = tac.build(Layer("c", "FusedConv", ["x", "w", "b"], ["y"], attrs), cfg, dev)([x, w, b])
+        torch.testing.assert_close(y.float(), torch.relu(get_spec("Conv").reference(x.float(), w.float(), b.float(),
+                                                                                   pads=[1, 1, 1, 1])), rtol=tol, atol=tol)

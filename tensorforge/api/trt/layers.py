@@ -304,7 +304,7 @@ class ParsedLayer:
     def __init__(self, network, layer):
         self._network, self._layer = network, layer
 
-    name = property(lambda self: self._layer.name)
+    name = property(lambda self: self._layer.name, lambda self, value: self._network._rename_layer(self, str(value)))
     op = property(lambda self: self._layer.op)
     num_inputs = property(lambda self: len(self._layer.inputs))
     num_outputs = property(lambda self: len(self._layer.outputs))

@@ -85,6 +85,7 @@ class NetworkDefinition:
     has_implicit_batch_dimension = property(lambda self: False)
 
     def get_flag(self, flag: NetworkDefinitionCreationFlag) -> bool:
+        flag = NetworkDefinitionCreationFlag(flag)
         return bool(self._flags >> int(flag) & 1) or flag is NetworkDefinitionCreationFlag.EXPLICIT_BATCH
 
     def get_layer(self, index: int):
@@ -98,6 +99,9 @@ class NetworkDefinition:
 
     def __iter__(self):
         return iter(self._layers)
+
+    def __getitem__(self, index: int):
+        return self._layers[index]
 
     def __len__(self) -> int:
         return len(self._layers)

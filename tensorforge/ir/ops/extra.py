@@ -1,14 +1,16 @@
-"""Standard ops that fit no other family: RMSNormalization, Swish, SwiGLU, Shrink, CumProd, Det.
+"""Standard ops that fit no other family: RMSNormalization, Swish, SwiGLU, Shrink, CumProd, Det, Unique.
 
 RMSNormalization: y = x / sqrt(mean(x², axes=[axis..rank-1]) + ε) · scale, computed in float32 when
 stash_type = 1 (one read of x for the statistics, one read and one write for the output).
 Swish(x) = x·σ(αx); SwiGLU(a, b) = Swish(a)·b; Shrink: x+bias if x<-λ, x-bias if x>λ, else 0 (pointwise).
 CumProd: inclusive/exclusive, forward/reverse running product along `axis` (one pass).
 Det: determinant of the trailing 2-D matrices (LU factorisation, O(n³) each).
+Unique: distinct values/slices with first indices, inverse and counts (sizes known only at run time).
 """
 
 import torch
 
+from .. import dynamic
 from ..opspec import op
 
 
@@ -55,3 +57,29 @@ def cum_prod(x, axis, exclusive, reverse):
 def det(x):
     """det of each trailing n×n matrix: (*, n, n) → (*)."""
     return torch.linalg.det(x.float() if x.dtype == torch.float16 else x).to(x.dtype)
+
+
+def _unique_infer(x, *, axis=None, sorted=1):
+    n = x.numel() if axis is None else x.shape[axis]
+    shape = (n,) if axis is None else tuple(n if i == axis % x.dim() else s for i, s in enumerate(x.shape))
+    return (dynamic.data_dependent(shape, x.dtype), dynamic.data_dependent((n,), torch.int64),
+            dynamic.data_dependent((n,), torch.int64), dynamic.data_dependent((n,), torch.int64))
+
+
+@op("Unique", attrs={"axis": None, "sorted": 1}, infer=_unique_infer)
+def unique(x, *, axis=None, sorted=1):  # noqa: A002 - ONNX's attribute name
+    """Returns (y, first-occurrence indices, inverse indices, counts): the distinct values (or slices along
+    axis), ascending when sorted, else in order of first occurrence. Output sizes depend on the data."""
+    src = x.reshape(-1) if axis is None else x
+    dim = 0 if axis is None else axis % x.dim()
+    y, inverse, counts = torch.unique(src, sorted=True, return_inverse=True, return_counts=True, dim=dim)
+    n = src.shape[dim]
+    first = torch.full((y.shape[dim],), n, dtype=torch.int64, device=x.device)
+    first = first.scatter_reduce(0, inverse, torch.arange(n, device=x.device), reduce="amin")
+    if not sorted:
+        order = torch.argsort(first)
+        rank = torch.empty_like(order)
+        rank[order] = torch.arange(order.numel(), device=x.device)
+        y, first, counts, inverse = y.index_select(dim, order), first[order], counts[order], rank[inverse]
+    return y, first, inverse.reshape(-1), counts
+

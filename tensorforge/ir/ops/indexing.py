@@ -9,7 +9,7 @@ data-dependent output lengths: see `nonzero` for how the builder treats them.
 
 import torch
 
-from ..dynamic import ValueNeeded, data_dependent
+from ..dynamic import data_dependent
 from ..opspec import op
 from .shape import host_ints, host_scalar, norm_axis
 
@@ -36,6 +36,13 @@ def gather_elements(data, indices, axis):
     return torch.gather(data, axis, _wrap(indices, data.shape[axis], data.device))
 
 
+def _prod(dims) -> int:
+    out = 1
+    for d in dims:
+        out *= d
+    return out
+
+
 def _linear(indices: torch.Tensor, dims: tuple[int, ...], device) -> torch.Tensor:
     """Row-major linear offset of each index tuple (last axis of `indices`) into a block of shape `dims`."""
     k = len(dims)
@@ -45,7 +52,7 @@ def _linear(indices: torch.Tensor, dims: tuple[int, ...], device) -> torch.Tenso
     strides = [1] * k
     for j in range(k - 2, -1, -1):
         strides[j] = strides[j + 1] * dims[j + 1]
-    return (idx * torch.tensor(strides, dtype=torch.int64, device=device)).sum(-1) if k else idx.sum(-1)
+    return (idx * torch.tensor(strides, dtype=torch.int64, device=device)).sum(-1)     # k = 0: offset 0
 
 
 @op("GatherND", attrs={"batch_dims": 0})
@@ -53,21 +60,11 @@ def gather_nd(data, indices, batch_dims):
     """Each row of `indices` (last axis, length k) addresses a slice data[b…, i_0 … i_{k-1}, :].
     out.shape = indices.shape[:-1] + data.shape[batch_dims + k:]."""
     b, k = batch_dims, indices.shape[-1]
-    lead, block, rest = tuple(data.shape[:b]), tuple(data.shape[b:b + k]), tuple(data.shape[b + k:])
-    nb = 1
-    for d in lead:
-        nb *= d
-    flat = data.reshape((nb, -1) + rest) if data.numel() else data.reshape((nb, _prod(block)) + rest)
+    nb, block, rest = _prod(data.shape[:b]), tuple(data.shape[b:b + k]), tuple(data.shape[b + k:])
+    flat = data.reshape((nb, _prod(block)) + rest)
     lin = _linear(indices, block, data.device).reshape(nb, -1)
     rows = torch.arange(nb, device=data.device).unsqueeze(1)
     return flat[rows, lin].reshape(tuple(indices.shape[:-1]) + rest)
-
-
-def _prod(dims) -> int:
-    out = 1
-    for d in dims:
-        out *= d
-    return out
 
 
 _REDUCE = {"mul": "prod", "max": "amax", "min": "amin"}
@@ -147,13 +144,19 @@ def slice_(data, starts, ends, axes=None, steps=None):
     return out
 
 
-@op("Compress", attrs={"axis": None}, value_inputs=(1,))
+def _compress_infer(x, condition, axis):
+    """Exact when the condition is known at build time; otherwise a placeholder of the right rank whose
+    selected axis (upper bound: its full length) stays dynamic."""
+    if condition.device.type != "meta":
+        return compress(x, condition, axis)
+    return data_dependent(x.shape if axis is not None else (x.numel(),), x.dtype)
+
+
+@op("Compress", attrs={"axis": None}, infer=_compress_infer)
 def compress(x, condition, axis):
     """Keep the slices (along `axis`, or the elements of flattened x) whose condition entry is true; a
-    condition shorter than the axis drops the rest. Output length = count(condition): known at build
-    time only when the condition is (a constant or shape arithmetic); otherwise dynamic (see NonZero)."""
-    if condition.device.type == "meta":
-        raise ValueNeeded("Compress condition is computed from tensor data: the output length is known at run time")
+    condition shorter than the axis drops the rest. Output length = count(condition): exact at build time
+    when the condition is a constant, otherwise known at run time (see NonZero)."""
     data = x.reshape(-1) if axis is None else x
     a = 0 if axis is None else norm_axis(axis, x.dim())
     cond = condition.reshape(-1).to(torch.bool)[:data.shape[a]]

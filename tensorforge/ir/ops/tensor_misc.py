@@ -56,11 +56,10 @@ def one_hot(indices, depth, values, axis):
     axis is inserted at `axis`. Out-of-range indices give an all-off row. Writes the output once."""
     n = int(host_scalar(depth, "OneHot depth"))
     axis = norm_axis(axis, indices.dim() + 1)
-    idx = indices.to(device=values.device, dtype=torch.int64) if not indices.dtype.is_floating_point else \
-        indices.to(values.device).trunc().to(torch.int64)
+    idx = (indices.trunc() if indices.dtype.is_floating_point else indices).to(torch.int64)
     idx = torch.where(idx < 0, idx + n, idx).unsqueeze(-1)
-    hot = torch.arange(n, device=values.device) == idx
-    vals = values.reshape(-1)
+    hot = torch.arange(n, device=indices.device) == idx
+    vals = values.to(indices.device).reshape(-1)
     return torch.where(hot, vals[1], vals[0]).movedim(-1, axis)
 
 

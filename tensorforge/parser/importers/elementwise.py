@@ -19,7 +19,7 @@ def _same(ir_op, attr_names=()):
 _SIMPLE = {
     # op: (versions, attributes passed through)
     "Add": ((7, 13, 14), ()), "Sub": ((7, 13, 14), ()), "Mul": ((7, 13, 14), ()), "Div": ((7, 13, 14), ()),
-    "Mod": ((10, 13), ("fmod",)), "Pow": ((7, 12, 13, 15), ()),
+    "Mod": ((10, 13, 28), ("fmod",)), "Pow": ((7, 12, 13, 15), ()),
     "Max": ((8, 12, 13), ()), "Min": ((8, 12, 13), ()), "Sum": ((8, 13), ()), "Mean": ((8, 13), ()),
     "Neg": ((6, 13), ()), "Abs": ((6, 13), ()), "Sqrt": ((6, 13), ()), "Exp": ((6, 13), ()), "Log": ((6, 13), ()),
     "Erf": ((9, 13), ()), "Reciprocal": ((6, 13), ()), "Floor": ((6, 13), ()), "Ceil": ((6, 13), ()),
@@ -32,7 +32,7 @@ _SIMPLE = {
     "Greater": ((7, 9, 13), ()), "GreaterOrEqual": ((12, 16), ()),
     "And": ((7,), ()), "Or": ((7,), ()), "Xor": ((7,), ()), "Where": ((9, 16), ()),
     "Relu": ((6, 13, 14), ()), "Sigmoid": ((6, 13), ()), "Tanh": ((6, 13), ()),
-    "LeakyRelu": ((6, 16), ("alpha",)), "Elu": ((6, 22), ("alpha",)), "Celu": ((12,), ("alpha",)),
+    "LeakyRelu": ((6, 16), ("alpha",)), "Elu": ((6, 22), ("alpha",)), "Celu": ((12, 28), ("alpha",)),
     "Selu": ((6, 22), ("alpha", "gamma")), "ThresholdedRelu": ((10, 22), ("alpha",)),
     "HardSigmoid": ((6, 22), ("alpha", "beta")), "HardSwish": ((14, 22), ()),
     "Softplus": ((1, 22), ()), "Softsign": ((1, 22), ()), "Mish": ((18, 22), ()),
@@ -44,7 +44,7 @@ for _op, (_versions, _attrs) in _SIMPLE.items():
     importer(_op, versions=_versions)(_same(_op, _attrs))
 
 
-@importer("Cast", versions=(6, 9, 13, 19, 21, 23, 24, 25))
+@importer("Cast", versions=(6, 9, 13, 19, 21, 23, 24, 25, 28))
 def import_cast(ctx, node, inputs):
     to = dtype_name(torch_dtype(node.attrs["to"], f"{node.where()}: "))
     return [ctx.add1("Cast", inputs, {"to": to})]

@@ -1,7 +1,7 @@
 """Importers for MatMul, Gemm and Einsum.
 
-Gemm 7/9/11/13 (C optional from 11 on; version 6 and older with the legacy `broadcast` attribute are not
-listed and fail loudly). Einsum 12/28 (28 adds bfloat16): the equation is made explicit here — spaces
+Gemm 6/7/9/11/13 (C optional from 11 on; version 6's `broadcast` attribute only allows what numpy-style
+broadcasting of C to (M, N), used from version 7 on, already does). Einsum 12/28 (28 adds bfloat16): the equation is made explicit here — spaces
 removed and, without '->', the output term is every letter used exactly once in ASCII order (upper case
 before lower case), after '...' when an operand has one — so the IR never depends on implicit rules.
 """
@@ -17,7 +17,7 @@ def import_matmul(ctx, node, inputs):
     return [ctx.add1("MatMul", inputs[:2])]
 
 
-@importer("Gemm", versions=(7, 9, 11, 13))
+@importer("Gemm", versions=(6, 7, 9, 11, 13))
 def import_gemm(ctx, node, inputs):
     attrs = {k: node.attrs[k] for k in ("alpha", "beta", "transA", "transB")}
     return [ctx.add1("Gemm", inputs[:3], attrs)]

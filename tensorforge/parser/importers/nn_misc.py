@@ -7,7 +7,7 @@ Opset-dependent semantics are normalised here so each IR op has one meaning:
 - Dropout at inference is the identity; only a used mask output makes a layer (all True; version 7 types the
   mask like the data). training_mode must be absent or a constant false.
 - Resize-10 and Upsample-7/9 (scales only) are Resize with coordinate_transformation_mode=asymmetric and, for
-  nearest, onnxruntime's rule for those versions: ⌊x⌋ when upsampling, ⌈x⌉ when downsampling.
+  nearest, onnxruntime's rule for those versions: ⌊x⌋ when upsampling (Upsample always), ⌈x⌉ when downsampling.
 - GridSample-16's mode names bilinear/bicubic become linear/cubic (version 20 names).
 """
 
@@ -116,12 +116,16 @@ def _legacy_resize(ctx, node, x, scales_name, scales):
     if mode not in ("nearest", "linear", "bilinear"):
         raise UnsupportedOpError(f"{node.where()}: mode {mode!r} is not supported", "use nearest or linear")
     attrs = {"mode": "linear" if mode != "nearest" else "nearest", "coordinate_transformation_mode": "asymmetric"}
-    if mode == "nearest":
-        if scales is None:
-            raise UnsupportedOpError(f"{node.where()}: nearest {node.op_type}-{node.version} needs constant scales",
+    values = [float(s) for s in scales.reshape(-1).tolist()] if scales is not None else None
+    if mode == "nearest" and node.op_type == "Upsample":
+        if values is not None and min(values) < 1:
+            raise ModelError(f"{node.where()}: Upsample scales {values} must be ≥ 1", "use Resize to downsample")
+        attrs["nearest_mode"] = "floor"
+    elif mode == "nearest":
+        if values is None:
+            raise UnsupportedOpError(f"{node.where()}: nearest Resize-10 needs constant scales",
                                      "its rounding depends on whether each axis up- or downsamples; export with "
                                      "opset 11 or later")
-        values = [float(s) for s in scales.reshape(-1).tolist()]
         if all(s >= 1 for s in values):
             attrs["nearest_mode"] = "floor"
         elif all(s <= 1 for s in values):

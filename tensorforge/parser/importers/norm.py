@@ -1,7 +1,7 @@
 """Importers for the normalisation ops.
 
-BatchNormalization 7/9/14/15 → the inference form (training_mode=1, or the training outputs of version 7,
-are refused: an engine runs with stored statistics). Version 7's spatial=0 (per-activation parameters of
+BatchNormalization 6/7/9/14/15 → the inference form (is_test=0 in version 6, training_mode=1, or the training
+outputs are refused: an engine runs with stored statistics). Versions 6/7's spatial=0 (per-activation parameters of
 shape (C, D1..Dk)) is kept: the IR op broadcasts such parameters. GroupNormalization 18 (one scale/bias
 per group) and 21 (per channel) share one IR op, which tells them apart by the parameter length.
 """
@@ -16,8 +16,11 @@ def _only_first_output(node, why):
                                  f"are training-mode outputs", why)
 
 
-@importer("BatchNormalization", versions=(7, 9, 14, 15))
+@importer("BatchNormalization", versions=(6, 7, 9, 14, 15))
 def import_batch_norm(ctx, node, inputs):
+    if node.version == 6 and not node.attrs["is_test"]:
+        raise UnsupportedOpError(f"{node.where()}: is_test=0 (training mode) is not supported",
+                                 "export the model in eval mode (model.eval()) so it uses stored statistics")
     if node.attrs.get("training_mode", 0):
         raise UnsupportedOpError(f"{node.where()}: training_mode=1 is not supported",
                                  "export the model in eval mode (model.eval()) so it uses stored statistics")

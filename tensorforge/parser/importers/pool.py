@@ -1,9 +1,9 @@
 """Importers for the pooling ops: MaxPool, AveragePool, LpPool and GlobalAveragePool/GlobalMaxPool/GlobalLpPool.
 
-Later versions only add attributes (storage_order and the Indices output in MaxPool-8, ceil_mode and
-dilations in 10/19, wider types in 12/22), whose schema defaults reproduce the earlier behaviour, so every
-version maps to the same IR op with the attributes passed through. MaxPool whose Indices output is used
-becomes `MaxPoolWithIndices`.
+Later versions only add attributes (count_include_pad in AveragePool-7, storage_order and the Indices output
+in MaxPool-8, ceil_mode and dilations in 10/19, wider types in 12/22), whose schema defaults reproduce the
+earlier behaviour, so every version maps to the same IR op with the attributes passed through. MaxPool
+whose Indices output is used becomes `MaxPoolWithIndices`.
 """
 
 from ...util.errors import ModelError
@@ -30,7 +30,7 @@ def import_max_pool(ctx, node, inputs):
     return [ctx.add1("MaxPool", inputs[:1], attrs)]
 
 
-@importer("AveragePool", versions=(7, 10, 11, 19, 22))
+@importer("AveragePool", versions=(1, 7, 10, 11, 19, 22))
 def import_average_pool(ctx, node, inputs):
     return [ctx.add1("AveragePool", inputs[:1], _attrs(node, _WINDOW + ("count_include_pad",)))]
 

@@ -115,7 +115,7 @@ def _as_norm_shape(net, name: str, norm_shape) -> str:
     if tuple(c.shape) == tuple(norm_shape):
         return name
     full = c.reshape(c.shape[-len(norm_shape):] if c.dim() > len(norm_shape) else c.shape).expand(norm_shape)
-    return net.add_constant(net.unique_name(f"{name}/expanded"), full.clone())
+    return net.add_constant(net.unique_name(f"{name}/expanded"), full.contiguous().clone())
 
 
 RULES = [LayerNormDecomposed()]

@@ -43,7 +43,8 @@ def reference(boxes, scores, **attrs):
 @PLUGIN.impl
 def impl(boxes, scores, num_detections, nmsed_boxes, nmsed_scores, nmsed_classes, stream=None, config=None,
          **attrs):
-    for dst, src in zip((num_detections, nmsed_boxes, nmsed_scores, nmsed_classes), batched_nms(boxes, scores, **attrs)):
+    outs = batched_nms(boxes, scores, **attrs)
+    for dst, src in zip((num_detections, nmsed_boxes, nmsed_scores, nmsed_classes), outs):
         dst.copy_(src)
 
 

@@ -7,12 +7,12 @@ detection_scores, detection_classes. Triton covers the IoU + greedy suppression 
 filtering, sorting and the output gather are fixed-shape torch ops. Semantics: reference.py.
 """
 
+import torch
+
 from ...desc import TensorDesc
 from ...plugin import Plugin
 from ....util.errors import PluginError
 from .reference import efficient_nms
-
-import torch
 
 
 def describe(boxes: TensorDesc, scores: TensorDesc, anchors: TensorDesc | None = None, *, score_threshold: float,
@@ -39,8 +39,8 @@ def reference(boxes, scores, anchors=None, **attrs):
 
 
 @PLUGIN.impl
-def impl(boxes, scores, anchors, num_detections, detection_boxes, detection_scores, detection_classes, stream=None, config=None,
-         **attrs):
+def impl(boxes, scores, anchors, num_detections, detection_boxes, detection_scores, detection_classes, stream=None,
+         config=None, **attrs):
     outs = efficient_nms(boxes, scores, anchors, **attrs)
     for dst, src in zip((num_detections, detection_boxes, detection_scores, detection_classes), outs):
         dst.copy_(src)

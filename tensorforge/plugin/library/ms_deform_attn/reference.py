@@ -6,7 +6,6 @@ is sampled at pixel (x·W_l − ½, y·H_l − ½) with zero padding (grid_sampl
 Memory: 4 gathered D-vectors per (query, head, level, point); output bs·nq·heads·D.
 """
 
-import torch
 import torch.nn.functional as F
 
 

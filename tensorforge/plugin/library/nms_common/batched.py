@@ -39,7 +39,7 @@ def per_class_nms(boxes, scores, *, topk: int, keep_topk: int, score_threshold: 
     order = torch.sort(survivors, dim=1, descending=True, stable=True).indices[:, :K]
     best = torch.gather(survivors, 1, order)
     valid = torch.isfinite(best)
-    cls, m = order // M, order % M
+    cls = order // M
     n = torch.gather(idx.reshape(B, C * M), 1, order)
     out_boxes = torch.gather(picked.reshape(B, C * M, 4), 1, order[..., None].expand(B, K, 4))
     if clip:

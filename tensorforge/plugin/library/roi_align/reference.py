@@ -25,7 +25,8 @@ def _bilinear(feat: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Ten
     y1, x1 = (y0 + 1).clamp(max=H - 1), (x0 + 1).clamp(max=W - 1)
     ly, lx = y - y0, x - x0
     hy, hx = 1 - ly, 1 - lx
-    val = (hy * hx * feat[:, y0, x0] + hy * lx * feat[:, y0, x1] + ly * hx * feat[:, y1, x0] + ly * lx * feat[:, y1, x1])
+    val = (hy * hx * feat[:, y0, x0] + hy * lx * feat[:, y0, x1]
+           + ly * hx * feat[:, y1, x0] + ly * lx * feat[:, y1, x1])
     return val * inside
 
 

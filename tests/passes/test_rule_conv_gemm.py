@@ -1,0 +1,106 @@
+"""BatchNorm folding into Conv, and bias/activation/residual epilogues of Conv, MatMul and Gemm."""
+
+import pytest
+import torch
+import torch.nn as nn
+
+from fusion_helpers import check_fused, export_quiet, feeds_for, ops
+
+
+def _bn(c):
+    bn = nn.BatchNorm2d(c)
+    bn.running_mean.normal_()
+    bn.running_var.uniform_(0.5, 2.0)
+    bn.weight.data.normal_()
+    bn.bias.data.normal_()
+    return bn
+
+
+class ResBlock(nn.Module):
+    """ResNet's basic block: relu(bn(conv(x))) → bn(conv(·)) + x → relu."""
+
+    def __init__(self, c=4, act=nn.ReLU):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1, bias=False), _bn(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1, bias=False), _bn(c)
+        self.act = act()
+
+    def forward(self, x):
+        return torch.relu(self.b2(self.c2(self.act(self.b1(self.c1(x))))) + x)
+
+
+@pytest.mark.parametrize("dynamo,opset", [(False, 11), (True, 18)])
+def test_resnet_block_becomes_two_fused_convs(dynamo, opset):
+    x = torch.randn(1, 4, 6, 6)
+    kw = {} if dynamo else {"do_constant_folding": False}     # keep BatchNormalization in the legacy export
+    model = export_quiet(ResBlock().eval(), (x,), opset=opset, dynamo=dynamo, **kw)
+    engine, _ = check_fused(model, feeds_for(model, x.numpy()))
+    assert ops(engine) == ["FusedConv", "FusedConv"]
+    first, second = engine.data.layers
+    assert first.attrs["activation"] == "Relu" and len(first.inputs) == 3          # bias from the folded BN
+    assert second.attrs["activation"] == "Relu" and second.attrs["residual_first"] == 1 and len(second.inputs) == 4
+    assert engine.data.build_info["passes"]["fold-conv-bn"] == 2
+
+
+@pytest.mark.parametrize("act", [nn.ReLU6, nn.Hardswish, nn.SiLU, nn.Sigmoid])
+def test_conv_activations(act):
+    x = torch.randn(1, 4, 5, 5)
+    model = export_quiet(ResBlock(act=act).eval(), (x,), opset=17, do_constant_folding=False)
+    engine, _ = check_fused(model, feeds_for(model, x.numpy()))
+    want = {nn.ReLU6: "Clip", nn.Hardswish: "HardSwish", nn.SiLU: "Silu", nn.Sigmoid: "Sigmoid"}[act]
+    assert ops(engine) == ["FusedConv", "FusedConv"] and engine.data.layers[0].attrs["activation"] == want
+
+
+def test_batchnorm_without_conv_is_rejected_with_its_reason():
+    class BNOnly(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = _bn(3)
+
+        def forward(self, x):
+            return self.bn(x + 1)
+    x = torch.randn(1, 3, 4, 4)
+    model = export_quiet(BNOnly().eval(), (x,), opset=17, do_constant_folding=False)
+    engine, log = check_fused(model, feeds_for(model, x.numpy()))
+    assert "BatchNormalization" in ops(engine)
+    assert "BN(Conv(x, w) + b) ⇒ Conv" in log and "expected Conv producing" in log and "found Add" in log
+
+
+class FFN(nn.Module):
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.up, self.down, self.approximate = nn.Linear(8, 16), nn.Linear(16, 8), approximate
+
+    def forward(self, x):
+        return x + self.down(nn.functional.gelu(self.up(x), approximate=self.approximate))
+
+
+@pytest.mark.parametrize("shape,dynamo,opset,approximate", [
+    ((2, 3, 8), False, 11, "none"),      # MatMul + Add(bias)
+    ((4, 8), False, 17, "tanh"),         # Gemm(transB=1) with C
+    ((2, 3, 8), True, 18, "none"),
+])
+def test_transformer_ffn_epilogues(shape, dynamo, opset, approximate):
+    x = torch.randn(*shape)
+    model = export_quiet(FFN(approximate), (x,), opset=opset, dynamo=dynamo)
+    engine, _ = check_fused(model, feeds_for(model, x.numpy()))
+    assert ops(engine) == ["MatMulEpilogue", "MatMulEpilogue"]
+    up, down = engine.data.layers
+    assert up.attrs["activation"] == "Gelu" and up.attrs["alpha"] == (1.0 if approximate == "tanh" else 0.0)
+    assert down.attrs["activation"] == "none" and down.inputs[3] == engine.input_names[0]   # the residual x
+
+
+def test_bias_that_is_not_per_column_is_rejected():
+    class RowBias(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(8, 5))
+            self.b = nn.Parameter(torch.randn(4, 1))
+
+        def forward(self, x):
+            return torch.relu(torch.matmul(x, self.w) + self.b)
+    x = torch.randn(4, 8)
+    model = export_quiet(RowBias(), (x,), opset=17)
+    engine, log = check_fused(model, feeds_for(model, x.numpy()))
+    assert "MatMulEpilogue" not in ops(engine)
+    assert "is not one value per output channel (5)" in log
