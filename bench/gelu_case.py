@@ -79,6 +79,4 @@ def run_case(n: int, dtype: torch.dtype, iters: int, warmup: int, use_compile: b
     out = {"dtype": name, "elements": n, "bytes": nbytes, "engine_device_layers": device_layers,
            "graphs": ctx.graphs_enabled, "graph_note": ctx.graph_disabled_reason, "accuracy": accuracy,
            "runners": results, "build_seconds": engine.data.build_info.get("build_seconds")}
-    del ctx, engine, bound, runners, x, dst
-    torch.cuda.empty_cache()
-    return out
+    return out                  # the caller releases the memory (run.py: release())

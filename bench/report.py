@@ -47,8 +47,13 @@ def markdown(res: dict) -> str:
                 lines.append(f"| {row['model']} | {row['batch']} | {row['dtype']} | error: {row['error']} |" + " |" * (len(RUNNERS) + 1))
                 continue
             acc = row.get("accuracy_vs_ort_fp32")
-            acc_txt = "—" if not acc else (f"{'pass' if acc.get('pass', acc.get('allclose_1e-3_1e-4')) else 'FAIL'} "
-                                           f"(rel {acc['rel_to_max']:.1e}, cos {acc['cosine']:.5f})")
+            if not acc:
+                acc_txt = "—"
+            elif "note" in acc:
+                acc_txt = f"{'FAIL: ' if acc.get('pass') is False else 'n/a: '}{acc['note']}"
+            else:
+                ok = acc.get("pass", acc.get("allclose_1e-3_1e-4"))
+                acc_txt = f"{'pass' if ok else 'FAIL'} (rel {acc['rel_to_max']:.1e}, cos {acc['cosine']:.5f})"
             cells = [_ms(row["runners"].get(r)) for r in RUNNERS]
             lines.append(f"| {row['model']} | {row['batch']} | {row['dtype']} | " + " | ".join(cells) +
                          f" | {row.get('ratio_vs_compile_graph') or '—'} | {acc_txt} |")

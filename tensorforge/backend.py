@@ -53,7 +53,7 @@ def to_torch(name: str, value) -> torch.Tensor | list | None:
     kind = arr.dtype.name
     if kind in _BITCAST:
         dt, np_carrier, _ = _BITCAST[kind]
-        return torch.from_numpy(np.ascontiguousarray(arr).view(np_carrier).copy()).view(dt)
+        return torch.from_numpy(np.array(arr, order="C").view(np_carrier).copy()).view(dt)
     if kind in _SUBBYTE:
         dt, np_carrier = _SUBBYTE[kind]
         return torch.from_numpy(arr.astype(np_carrier)).view(dt)

@@ -8,6 +8,7 @@ inputs of the layer's real shapes, strides and dtypes at the opt point; the lowe
 (same `timing_cache.layer_signature`) are timed once per build, and never again when the timing cache is warm.
 """
 
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -156,6 +157,9 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
     if timing and timer is None:
         timer = CudaEventTimer(device)
     cache = _open_cache(config, cache) if timing else None
+    if not timing and config.timing_cache_path:
+        log.info(f"timing cache {config.timing_cache_path} not used: "
+                 f"{'optimisation level 0' if config.optimization_level == 0 else device.type + ' builds'} time no tactics")
     dev_key = device_key(fingerprint(device)) if timing else ""
     walk = _LayoutWalk(net, opt_point, device, opt_env) if timing else None
     with tf32_mode(config.tf32) if device.type == "cuda" else _nothing():
@@ -176,8 +180,8 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
                 _choose_timed(layer, found, walk, timer, cache, dev_key, config, report)
             if progress is not None:
                 progress(layer)
-    if cache is not None and config.timing_cache_path:
-        cache.save(config.timing_cache_path)
+    if cache is not None and config.timing_cache_path and (cache.recorded or not os.path.exists(config.timing_cache_path)):
+        cache.save(config.timing_cache_path)          # a fully warm build leaves the file as it was
     report.seconds = time.perf_counter() - t0
     if timing:
         log.info(f"tactics: {report.timed_layers} layers timed ({report.measurements} measurements), "

@@ -63,6 +63,7 @@ class TimingCache:
         self.devices: dict[str, dict[str, dict]] = devices or {}
         self.hits = 0
         self.misses = 0
+        self.recorded = 0          # entries measured since this object was made (nothing new: no need to save)
 
     # ---- queries and updates ------------------------------------------------------------------
     def lookup(self, dev: str, key: str) -> dict | None:
@@ -75,6 +76,7 @@ class TimingCache:
 
     def record(self, dev: str, key: str, entry: dict) -> None:
         self.devices.setdefault(dev, {})[key] = dict(entry, tensorforge_version=__version__)
+        self.recorded += 1
 
     def merge(self, other: "TimingCache", prefer_other: bool = False) -> int:
         """Add `other`'s entries; on a key present in both, keep ours unless `prefer_other`. Returns entries added."""

@@ -24,13 +24,15 @@ from ..util.fileio import read_bytes
 from ..util.log import Severity, get_logger
 from ..version import __version__
 from . import io_files, perf_report
+from .exec_runtime import after_benchmark, describe_context, report_layer_info
 from .inference_bench import benchmark, make_runner
 from .shapes_arg import format_shape
 from .trtexec_flags import FLAGS, ExecOptions, help_text, parse_argv
 
 _BUILD_ONLY = ("--minShapes", "--optShapes", "--maxShapes", "--fp16", "--bf16", "--builderOptimizationLevel")
 _RUN_ONLY = [f.name for f in FLAGS.values() if not f.refused and
-             (f.section == "Inference" and f.name != "--shapes" or f.section == "Reporting" and f.name != "--verbose")]
+             (f.section == "Inference" and f.name != "--shapes" or f.section == "Reporting" and
+              f.name not in ("--verbose", "--dumpLayerInfo", "--exportLayerInfo"))]
 
 
 class ExecLog:
@@ -173,6 +175,7 @@ def _execute(opts: ExecOptions, log: ExecLog) -> None:
     for line in perf_report.option_lines(opts, profiles) + perf_report.device_lines(device):
         log.info(line)
     engine = _build(opts, profiles, device, log) if opts.onnx else _load(opts, log)
+    report_layer_info(engine, opts, log)
     if opts.skip_inference:
         log.info("Skipped inference phase since --skipInference is added.")
         return
@@ -189,7 +192,9 @@ def _build(opts, profiles, device, log):
     log.info(f"Network {network.name!r}: {len(network.inputs)} input(s), {len(network.outputs)} output(s), "
              f"{len(network.layers)} layers")
     config = BuilderConfig(fp16=opts.fp16, bf16=opts.bf16, tf32=opts.tf32, profiles=profiles,
-                           optimization_level=opts.optimization_level, device=str(device))
+                           optimization_level=opts.optimization_level, device=str(device),
+                           timing_cache_path=opts.timing_cache_file, use_timing_cache=opts.use_timing_cache,
+                           workspace_bytes=opts.workspace_bytes)
     t0 = time.perf_counter()
     with BuildProgress(log) as progress:
         built = build_engine(network, config, progress=progress)
@@ -251,7 +256,8 @@ def _inference(engine, opts, device, log) -> None:
             feed[info.name] = io_files.random_input(info.dtype, shapes[info.name], gen)
             log.info(f"Using random values for input {info.name}")
         log.info(f"Input shape of {info.name}: {format_shape(feed[info.name].shape)}")
-    context = ExecutionContext(engine, device)
+    context = ExecutionContext(engine, device, use_cuda_graph=opts.use_cuda_graph)
+    describe_context(context, log)
     context.check_inputs(feed)
     log.info("Starting inference")
     runner = make_runner(context, feed, device, opts.data_transfers, opts.spin_wait)
@@ -290,3 +296,4 @@ def _inference(engine, opts, device, log) -> None:
     if opts.export_times:
         io_files.write_json_records(opts.export_times, perf_report.times_records(result), "times file")
         log.info(f"Per-query times written to {opts.export_times}")
+    after_benchmark(engine, context, feed, opts, device, log)

@@ -57,6 +57,16 @@ class ExecOptions:
     export_output: str | None = None
     device: str | None = None
     plugins: list = field(default_factory=list)  # --staticPlugins/--dynamicPlugins/--plugins, in order
+    timing_cache_file: str | None = None
+    use_timing_cache: bool = True
+    workspace_bytes: int | None = None
+    use_cuda_graph: bool | None = None           # None: on where the device supports it (CUDA)
+    inf_streams: int = 1
+    dump_profile: bool = False
+    export_profile: str | None = None
+    separate_profile_run: bool = False
+    dump_layer_info: bool = False
+    export_layer_info: str | None = None
     help: bool = False
     given: list = field(default_factory=list)    # flag names in command-line order
 
@@ -101,10 +111,37 @@ def _nonempty(text: str, flag: str) -> str:
     return text
 
 
+_UNITS = {"B": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def _pools(text: str, flag: str) -> int:
+    """trtexec's --memPoolSize=workspace:N[B|K|M|G] (MiB when no unit) → the workspace limit in bytes."""
+    limit = None
+    for part in text.split(","):
+        pool, sep, size = part.partition(":")
+        if not sep or not size:
+            raise UsageError(f"{flag} takes pool:size, got {part!r}", f"write {flag}=workspace:1024M")
+        if pool != "workspace":
+            raise UsageError(f"{flag}: pool {pool!r} is not supported (only workspace: there is no DLA, and tactics "
+                             "do not use a separate shared-memory pool)", f"write {flag}=workspace:N")
+        unit = size[-1].upper() if size[-1].upper() in _UNITS else "M"
+        number = size[:-1] if size[-1].upper() in _UNITS else size
+        try:
+            value = float(number)
+        except ValueError:
+            raise UsageError(f"{flag}: size {size!r} is not a number with an optional B/K/M/G unit",
+                             f"write {flag}=workspace:1024M") from None
+        if value < 0:
+            raise UsageError(f"{flag}: size {size!r} is negative", f"write {flag}=workspace:1024M")
+        limit = int(value * _UNITS[unit])
+    return limit
+
+
 CONVERTERS: dict[str, Callable[[str, str], Any]] = {
     "str": _nonempty, "int": _number(int), "count": _number(int, 1), "ms": _number(float, 0),
     "seconds": _number(float, 0, allow=(-1.0,)), "percentiles": _percentiles, "level": _level,
     "shapes": lambda t, f: parse_shapes(t, f), "files": lambda t, f: parse_named_values(t, f),
+    "pools": _pools,
 }
 
 
@@ -120,12 +157,11 @@ def refuse(name, section, why, value=None) -> Flag:
 _INT8 = "INT8 builds (calibration, INT8 tactics) are not implemented"
 _LOWP = "FP8/INT4 tactics are not implemented"
 _PREC = "per-layer precision control is not implemented; --fp16/--bf16 apply to every float layer"
-_CACHE = "the persistent timing cache is being built (issue 5)"
-_POOL = "memory-pool limits arrive with the memory planner (issue 5)"
-_PROF = "the per-layer profiler is being built (issue 5)"
-_INFO = "layer-information export is being built (issue 5); `tensorforge inspect model.engine` lists the layers"
-_GRAPH = "CUDA-graph capture is being built (issue 5)"
-_STREAM = "several execution streams are being built (issue 5)"
+_CACHE = "not implemented: a timing-cache miss times the layer and records it"
+_INFO = ("not implemented: layer information always has every detail (--dumpLayerInfo, --exportLayerInfo); "
+         "`tensorforge inspect model.engine` shows profiles and layers")
+_STREAM = "streams inside one engine are not implemented; --infStreams=N runs N contexts on N streams"
+_TIMING = "the timing method is fixed: 3 warm-up runs, then the median of 10 CUDA-graph replays per candidate"
 _PLUG = ("engines never contain plugin code and ONNX models name no plugin libraries; load plugins with "
          "--staticPlugins=FILE.py when building and when running")
 _DLA = "there is no DLA: tensorforge runs on CUDA GPUs and CPUs"
@@ -159,8 +195,13 @@ _ROWS = [
            "layers globally with --fp16/--bf16"),
     refuse("--precisionConstraints", "Build", _PREC, "spec"), refuse("--layerPrecisions", "Build", _PREC, "spec"),
     refuse("--layerOutputTypes", "Build", _PREC, "spec"), refuse("--layerDeviceTypes", "Build", _DLA, "spec"),
-    refuse("--memPoolSize", "Build", _POOL, "spec"), refuse("--workspace", "Build", _POOL, "N"),
-    refuse("--timingCacheFile", "Build", _CACHE, "<file>"), refuse("--noBuilderCache", "Build", _CACHE),
+    use("--memPoolSize", "Build", "workspace_bytes", "workspace:N[B|K|M|G] (MiB by default): scratch memory a "
+        "tactic may use beyond its inputs and outputs; hungrier tactics are rejected while timing", "spec", "pools"),
+    refuse("--workspace", "Build", "deprecated in trtexec; use --memPoolSize=workspace:N", "N"),
+    use("--timingCacheFile", "Build", "timing_cache_file", "read and update this timing cache (merged on save)",
+        "<file>"),
+    use("--noBuilderCache", "Build", "use_timing_cache", "no timing cache: time every layer, even identical ones",
+        const=False),
     refuse("--errorOnTimingCacheMiss", "Build", _CACHE),
     refuse("--sparsity", "Build", "structured-sparsity tactics are not implemented", "spec"),
     refuse("--profilingVerbosity", "Build", _INFO, "mode"),
@@ -173,7 +214,7 @@ _ROWS = [
     refuse("--profile", "Build", "several optimization profiles from the command line are not supported yet; the "
            "Python API (BuilderConfig.add_optimization_profile) builds them", "N"),
     refuse("--maxAuxStreams", "Build", _STREAM, "N"),
-    refuse("--maxTactics", "Build", "tactic timing is being built (issue 5)", "N"),
+    refuse("--maxTactics", "Build", _TIMING, "N"),
     refuse("--hardwareCompatibilityLevel", "Build", _PLAN, "mode"),
     refuse("--runtimePlatform", "Build", _PLAN, "platform"),
     *(refuse(n, "Build", _PLAN) for n in ("--refit", "--stripWeights", "--stripAllWeights", "--weightless",
@@ -187,8 +228,8 @@ _ROWS = [
     refuse("--tempdir", "Build", "builds write no temporary files", "<dir>"),
     refuse("--tempfileControls", "Build", "builds write no temporary files", "controls"),
     refuse("--explicitBatch", "Build", _LEGACY), refuse("--maxBatch", "Build", _LEGACY, "N"),
-    refuse("--minTiming", "Build", "tactic timing is being built (issue 5)", "N"),
-    refuse("--avgTiming", "Build", "tactic timing is being built (issue 5)", "N"),
+    refuse("--minTiming", "Build", _TIMING, "N"),
+    refuse("--avgTiming", "Build", _TIMING, "N"),
     refuse("--markDebug", "Build", "debug tensors are not implemented", "spec"),
     # Inference
     use("--shapes", "Inference", "shapes", "input shapes for inference (dynamic engines default to the opt shapes)",
@@ -205,9 +246,14 @@ _ROWS = [
     use("--includeDataTransfers", "Inference", "data_transfers", "copy inputs/outputs each iteration (default)",
         const=True),
     use("--useSpinWait", "Inference", "spin_wait", "busy-wait on CUDA events instead of blocking"),
-    refuse("--useCudaGraph", "Inference", _GRAPH), refuse("--noCudaGraph", "Inference", _GRAPH),
-    refuse("--streams", "Inference", _STREAM, "N"), refuse("--infStreams", "Inference", _STREAM, "N"),
-    refuse("--separateProfileRun", "Inference", _PROF),
+    use("--useCudaGraph", "Inference", "use_cuda_graph", "require CUDA-graph replay (an engine that cannot be "
+        "captured is an error); the default captures where possible"),
+    use("--noCudaGraph", "Inference", "use_cuda_graph", "run every layer eagerly, no CUDA graph", const=False),
+    use("--infStreams", "Inference", "inf_streams", "also measure throughput with N execution contexts on N "
+        "streams", "N", "count"),
+    use("--streams", "Inference", "inf_streams", "alias of --infStreams", "N", "count"),
+    use("--separateProfileRun", "Inference", "separate_profile_run", "profile layers in a run apart from the "
+        "timed one (always the case here: graphs are not profiled per layer)"),
     refuse("--sleepTime", "Inference", "a delay between launch and compute is not implemented", "N"),
     refuse("--threads", "Inference", _STREAM),
     refuse("--timeDeserialize", "Inference", "timing deserialization alone is not implemented"),
@@ -227,8 +273,11 @@ _ROWS = [
     use("--dumpOutput", "Reporting", "dump_output", "print the outputs of the last iteration"),
     use("--exportTimes", "Reporting", "export_times", "write per-iteration times as JSON", "<file>"),
     use("--exportOutput", "Reporting", "export_output", "write the outputs of the last iteration as JSON", "<file>"),
-    refuse("--dumpProfile", "Reporting", _PROF), refuse("--exportProfile", "Reporting", _PROF, "<file>"),
-    refuse("--dumpLayerInfo", "Reporting", _INFO), refuse("--exportLayerInfo", "Reporting", _INFO, "<file>"),
+    use("--dumpProfile", "Reporting", "dump_profile", "print the per-layer profile"),
+    use("--exportProfile", "Reporting", "export_profile", "write the per-layer profile as JSON (trtexec's shape)",
+        "<file>"),
+    use("--dumpLayerInfo", "Reporting", "dump_layer_info", "print every layer: op, tactic, precision, ONNX origin"),
+    use("--exportLayerInfo", "Reporting", "export_layer_info", "write the layer information as JSON", "<file>"),
     refuse("--dumpRefit", "Reporting", _PLAN), refuse("--dumpOptimizationProfile", "Reporting", _INFO),
     refuse("--dumpRawBindingsToFile", "Reporting", "use --exportOutput (JSON)"),
     # System

@@ -97,7 +97,7 @@ def expression(op: str, args: list[str], attrs: dict, dts: list, need: set, grad
         "Identity": lambda: a, "Max": lambda: _fold(_max, args, d), "Min": lambda: _fold(_min, args, d),
         "Sum": lambda: "(" + " + ".join(args) + ")", "Mean": lambda: "((" + " + ".join(args) + f") / {float(len(args))!r})",
         "Relu": lambda: f"tl.where({a} < 0, {zero}, {a})",
-        "Sign": lambda: (f"tl.where({a} != {a}, {a}, tl.where({a} > 0, 1.0, tl.where({a} < 0, -1.0, 0.0)))" if _f(d)
+        "Sign": lambda: (f"tl.where({a} > 0, 1.0, tl.where({a} < 0, -1.0, 0.0))" if _f(d)      # torch: sign(NaN) = 0
                          else f"tl.where({a} > 0, 1, tl.where({a} < 0, -1, 0)).to({TL[d]})"),
         "Where": lambda: f"tl.where({a}, {b}, {args[2]})",
         "Cast": lambda: _cast(a, attrs["to"], d),
@@ -112,8 +112,8 @@ def expression(op: str, args: list[str], attrs: dict, dts: list, need: set, grad
         "Sigmoid": lambda: f"tl.sigmoid({a})",
         "LeakyRelu": lambda: f"tl.where({a} > 0, {a}, {a} * {float(attrs['alpha'])!r})",
         "Elu": lambda: f"tl.where({a} > 0, {a}, {float(attrs['alpha'])!r} * (tl.exp({a}) - 1.0))",
-        "Celu": lambda: (f"(tl.maximum({a}, 0.0) + tl.minimum(0.0, {float(attrs['alpha'])!r} * "
-                         f"(tl.exp({a} / {float(attrs['alpha'])!r}) - 1.0)))"),
+        "Celu": lambda: (f"(tl.maximum({a}, 0.0, {NAN_ALL}) + tl.minimum(0.0, {float(attrs['alpha'])!r} * "
+                         f"(tl.exp({a} / {float(attrs['alpha'])!r}) - 1.0), {NAN_ALL}))"),
         "Selu": lambda: (f"({float(attrs['gamma'])!r} * tl.where({a} > 0, {a}, {float(attrs['alpha'])!r} * "
                          f"(tl.exp({a}) - 1.0)))"),
         "ThresholdedRelu": lambda: f"tl.where({a} > {float(attrs['alpha'])!r}, {a}, 0.0)",

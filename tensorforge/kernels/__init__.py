@@ -7,12 +7,17 @@ faster tactics (cuBLAS/cuDNN through torch, Triton) register beside it in one mo
 Imports ir, plugin, util.
 """
 
+import importlib.util
+
 from . import reference  # noqa: F401  (registers the generic tactic)
+from . import subnetwork  # noqa: F401  (control-flow bodies run through kernels)
 from . import plugin_tactics  # noqa: F401  (a tactic per registered plugin)
 from . import conv_channels_last  # noqa: F401  (NHWC convolution on CUDA)
 from . import conv_cudnn_fused  # noqa: F401  (conv + bias + residual + ReLU in one cuDNN call)
 from . import triton_pointwise  # noqa: F401  (generated kernels of PointwiseChain layers)
 from . import torch_fused  # noqa: F401  (SDPA, layer_norm, addmm and conv epilogues for fused ops)
+if importlib.util.find_spec("triton") is not None:   # the optional 'gpu' extra: hand-written Triton kernels
+    from . import triton_attention, triton_gemm, triton_layernorm, triton_softmax  # noqa: F401
 from .registry import Kernel, Tactic, candidates, instantiate, tactic
 
 __all__ = ["Kernel", "Tactic", "candidates", "instantiate", "tactic"]

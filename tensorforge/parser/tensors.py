@@ -45,10 +45,10 @@ def to_torch(proto: onnx.TensorProto, base_dir: str | None = None) -> torch.Tens
     if dtype in _UNPACKED:          # ml_dtypes int4/int2 arrays (one value a byte) → sign/zero-extended bytes
         return torch.from_numpy(arr.astype(_UNPACKED[dtype])).view(dtype)
     if dtype in (torch.float4_e2m1fn_x2, torch.float8_e8m0fnu):   # one code a byte, raw bits
-        return torch.from_numpy(np.ascontiguousarray(arr).view(np.uint8).copy()).view(dtype)
+        return torch.from_numpy(np.array(arr, order="C").view(np.uint8).copy()).view(dtype)
     if dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.float8_e5m2fnuz):
         # numpy_helper returns ml_dtypes arrays; reinterpret the raw bits
         bits = {1: torch.uint8, 2: torch.int16}[arr.dtype.itemsize]
-        raw = torch.from_numpy(np.ascontiguousarray(arr).view(np.uint8 if arr.dtype.itemsize == 1 else np.int16).copy())
+        raw = torch.from_numpy(np.array(arr, order="C").view(np.uint8 if arr.dtype.itemsize == 1 else np.int16).copy())
         return raw.view(bits).view(dtype)
     return torch.from_numpy(np.array(arr, copy=True))

@@ -102,8 +102,10 @@ def test_warm_cache_retimes_nothing(monkeypatch, test_tactics, tmp_path):
     first = build(monkeypatch, cold, timing_cache_path=path)
     assert len(cold.calls) == 10 and len(TimingCache.load(path)) == 2
     warm = FakeTimer({"fast": 9.0, "slow": 9.0, "torch_ref": 9.0})     # would change the choice if consulted
+    before = (tmp_path / "cache.json").stat().st_mtime_ns, (tmp_path / "cache.json").read_bytes()
     second = build(monkeypatch, warm, timing_cache_path=path)
     assert warm.calls == []
+    assert ((tmp_path / "cache.json").stat().st_mtime_ns, (tmp_path / "cache.json").read_bytes()) == before
     assert second.data.build_info["tactics"]["cache_hits"] == 4
     assert [layer.tactic for layer in second.data.layers] == [layer.tactic for layer in first.data.layers]
 

@@ -149,7 +149,7 @@ def test_engine_of_another_format_version(tmp_path, engine, capsys):
 
 def test_refused_unknown_and_malformed_flags(good, capsys):
     fails(capsys, f"--onnx={good}", "--int8", code=2, says=("--int8 is not supported yet", "INT8"))
-    fails(capsys, f"--onnx={good}", "--useCudaGraph", code=2, says=("--useCudaGraph is not supported yet", "issue 5"))
+    fails(capsys, f"--onnx={good}", "--fp8", code=2, says=("--fp8 is not supported yet", "FP8"))
     fails(capsys, f"--onnx={good}", "--frobnicate=3", code=2, says=("unknown option --frobnicate",))
     fails(capsys, "--onnx", str(good), code=2, says=("--onnx needs a value", "--onnx=<file>"))
     fails(capsys, f"--onnx={good}", "--fp16=true", code=2, says=("switch",))

@@ -1,19 +1,22 @@
 """Configuration of the backend suite run: the exclusion list and the minimum pass count.
 
 `exclusions.txt` holds one regular expression per line (matched with re.search against the test name,
-e.g. `test_tfidfvectorizer_`), then `#` and the one-line reason; a line without a reason is an error, so
-nothing is left out silently. MIN_PASSING is what CI asserts for a full run (see conftest.py).
+e.g. `^test_image_decoder_`), then `#` and the one-line reason; a line without a reason is an error, so
+nothing is left out silently. `known_failures.txt` has the same format for cases that should pass but do
+not yet; they run as expected failures. MIN_PASSING is what CI asserts for a full run (see conftest.py).
 """
 
 import re
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-MIN_PASSING = 0          # raised as coverage lands; a full run below it fails
+KNOWN_FAILURES = HERE / "known_failures.txt"
+MIN_PASSING = 1800       # issue 3 target; a full run below it fails (raise it as coverage grows)
 TOTAL_CPU_CASES = 2033   # node + real (light) + simple + pytorch-converted + pytorch-operator in onnx 1.23
 
 
 def load_exclusions(path: Path = HERE / "exclusions.txt") -> list[tuple[str, str]]:
+    """(regex, reason) pairs of a `regex  # reason` file (exclusions.txt, known_failures.txt)."""
     out = []
     for lineno, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.strip()

@@ -55,8 +55,11 @@ def test_if_reads_outer_tensors_and_is_stored_as_data():
                initializers=[helper.make_tensor("w", TensorProto.FLOAT, [3], [2, 3, 4]),
                              helper.make_tensor("zero", TensorProto.FLOAT, [], [0])])
     for x in (np.array([1, 2, 3], np.float32), np.array([-5, 1, 1], np.float32)):
-        _, data = _build_and_compare(m, {"x": x})
+        engine, data = _build_and_compare(m, {"x": x})
+    if_layer = next(la for la in engine.data.layers if la.op == "If")
+    assert if_layer.attrs["then_branch"].layers[0].tactic is not None    # body layers got kernels at load
     layer = next(la for la in _manifest(data)["layers"] if la["op"] == "If")
+    assert layer["tactic"] == "if.subnetwork"               # the body runs through kernels (kernels/subnetwork.py)
     body = layer["attrs"]["then_branch"]["$network"]
     assert [la["op"] for la in body["layers"]] == ["Mul"] and body["inputs"] == ["x", "w"]
 
@@ -125,3 +128,21 @@ def test_int4_zero_point_constant_survives_the_engine_file(elem):
     expected = (np.clip(np.round(x / 0.5) + 1, lo, hi) - 1) * 0.5
     y = Engine(from_bytes(data), "cpu").run({"x": x})["y"]
     np.testing.assert_array_equal(y, expected.astype(np.float32))
+
+
+def test_nested_if_in_loop_reads_the_top_level_graph():
+    """The If inside the Loop body reads `w`, an initializer two scopes up: captured through both bodies."""
+    then_g = helper.make_graph([helper.make_node("Add", ["acc_in", "w"], ["t"])], "then", [], [_vi("t", TensorProto.FLOAT, [2])])
+    else_g = helper.make_graph([helper.make_node("Sub", ["acc_in", "w"], ["e"])], "else", [], [_vi("e", TensorProto.FLOAT, [2])])
+    body = helper.make_graph(
+        [helper.make_node("Mod", ["i", "two"], ["r"]), helper.make_node("Equal", ["r", "zero"], ["even"]),
+         helper.make_node("If", ["even"], ["acc_out"], then_branch=then_g, else_branch=else_g),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [_vi("i", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("acc_in", TensorProto.FLOAT, [2])],
+        [_vi("cond_out", TensorProto.BOOL, []), _vi("acc_out", TensorProto.FLOAT, [2])])
+    m = _model([helper.make_node("Loop", ["n", "", "a0"], ["a"], body=body)],
+               [_vi("n", TensorProto.INT64, []), _vi("a0", TensorProto.FLOAT, [2])], [_vi("a", TensorProto.FLOAT, [2])],
+               opset=13, initializers=[helper.make_tensor("w", TensorProto.FLOAT, [2], [1.0, 10.0]),
+                                       helper.make_tensor("two", TensorProto.INT64, [], [2]),
+                                       helper.make_tensor("zero", TensorProto.INT64, [], [0])])
+    _build_and_compare(m, {"n": np.array(5, np.int64), "a0": np.zeros(2, np.float32)})

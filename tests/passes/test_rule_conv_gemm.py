@@ -39,7 +39,8 @@ def test_resnet_block_becomes_two_fused_convs(dynamo, opset):
     first, second = engine.data.layers
     assert first.attrs["activation"] == "Relu" and len(first.inputs) == 3          # bias from the folded BN
     assert second.attrs["activation"] == "Relu" and second.attrs["residual_first"] == 1 and len(second.inputs) == 4
-    assert engine.data.build_info["passes"]["fold-conv-bn"] == 2
+    # the dynamo exporter folds BatchNormalization itself; the legacy one keeps it without constant folding
+    assert engine.data.build_info["passes"]["fold-conv-bn"] == (0 if dynamo else 2)
 
 
 @pytest.mark.parametrize("act", [nn.ReLU6, nn.Hardswish, nn.SiLU, nn.Sigmoid])

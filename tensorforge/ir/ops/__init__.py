@@ -8,5 +8,5 @@ from . import activation  # noqa: F401
 from . import conv, pool, norm, linalg, nn_misc, resize  # noqa: F401,E401
 from . import shape, indexing, reduce, tensor_misc  # noqa: F401,E401
 from . import control, sequence, quant, random, bitwise, detection, rnn, signal, extra  # noqa: F401,E401
-from . import loss, attention, sequence_models, spatial  # noqa: F401,E401
+from . import loss, attention, sequence_models, spatial, ml, training  # noqa: F401,E401
 from . import fused  # noqa: F401

@@ -1,5 +1,6 @@
 """IR op "OnnxAttention": ONNX Attention (opsets 23–25) — SDPA with masks, KV cache, GQA, softcap, windows.
 
+Also FlexAttention (ai.onnx.preview): SDPA with score/probability modifier sub-networks.
 (Not named "Attention": that name is the fused op of ir/ops/fused.py, whose causal mask is bottom-right
 aligned for every Sq ≠ Skv, while ONNX aligns it by the cache offset. Unifying the two is open work.)
 
@@ -21,6 +22,7 @@ import torch
 
 from ..dtypes import dtype_from_name
 from ..opspec import op
+from .control import run_network
 
 _ATTRS = {"scale": None, "is_causal": 0, "q_num_heads": None, "kv_num_heads": None, "softcap": 0.0,
           "softmax_precision": None, "qk_matmul_output_mode": 0, "left_window_size": -1, "right_window_size": -1}
@@ -115,3 +117,26 @@ def attention(q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv
     if three_d:
         y = y.transpose(1, 2).reshape(batch, sq, -1)
     return y, present_key, present_value, debug.to(dt)
+
+
+@op("FlexAttention", attrs={"scale": None, "softmax_precision": None, "score_mod": None, "prob_mod": None,
+                            "num_score_captured": 0})
+def flex_attention(q, k, v, *captured, scale=None, softmax_precision=None, score_mod=None, prob_mod=None,
+                   num_score_captured=0):
+    """ai.onnx.preview FlexAttention: s = (Q·√scale)(K·√scale)ᵀ in the softmax precision (float32 unless
+    the inputs are float64), s ← score_mod(s), p = softmax(s), p ← prob_mod(p), Y = p·V; the modifiers are
+    sub-networks (ir/ops/control.py conventions: their captured outer tensors trail Q, K, V)."""
+    hq, hkv = q.shape[1], k.shape[1]
+    if hq != hkv:
+        k, v = k.repeat_interleave(hq // hkv, dim=1), v.repeat_interleave(hq // hkv, dim=1)
+    s = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    root = torch.tensor(math.sqrt(s), dtype=torch.float32).to(q.dtype).to(q.device)
+    work = dtype_from_name(softmax_precision) if softmax_precision else (
+        q.dtype if q.dtype == torch.float64 else torch.float32)
+    scores = torch.matmul(q * root, (k * root).transpose(-1, -2)).to(work)
+    if score_mod is not None:
+        scores = run_network(score_mod, [scores, *captured[:num_score_captured]])[0].to(work)
+    probs = torch.softmax(scores, dim=-1)
+    if prob_mod is not None:
+        probs = run_network(prob_mod, [probs, *captured[num_score_captured:]])[0].to(work)
+    return torch.matmul(probs, v.to(work)).to(v.dtype)

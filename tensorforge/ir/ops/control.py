@@ -3,8 +3,9 @@
 A body is an ir.Network stored in the layer's attributes (and in the engine file as data, see
 engine/serialize.py). Tensors a body reads from the enclosing network are passed explicitly: they are
 the layer's trailing inputs and the body's trailing inputs, in the same order (`num_captured` of them;
-for If, both branches take the whole captured list). The references run a body with `run_network`,
-which executes its layers' references eagerly on the device of the values it is given.
+for If, both branches take the whole captured list). The references run a body with `run_network`, on
+the device of the values it is given: layer by layer with kernels when the `subnetwork` tactic
+(kernels/subnetwork.py) has built them, with the layers' references otherwise.
 
     If(cond, *captured)                      → outputs of then_branch or else_branch
     Loop(M, cond, *v0, *captured)            → final v, then every scan output stacked on a new axis 0
@@ -16,6 +17,9 @@ which executes its layers' references eagerly on the device of the values it is 
 Shape inference cannot run data-dependent trip counts, so outputs are placeholders carrying the dtype
 the body declares (ir/dynamic.py). Traffic: whatever the body moves, times the trip count.
 """
+
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import torch
 
@@ -33,13 +37,30 @@ def _device_of(values) -> torch.device:
     return torch.device("cpu")
 
 
+_KERNELS: ContextVar[dict | None] = ContextVar("tensorforge_body_kernels", default=None)
+
+
+@contextmanager
+def body_kernels(table: dict):
+    """While active, `run_network` runs a body's layers with the kernels in `table` (id(body) → one kernel
+    per layer, built by kernels/subnetwork.py) instead of their references."""
+    token = _KERNELS.set(table)
+    try:
+        yield
+    finally:
+        _KERNELS.reset(token)
+
+
 def run_network(net: Network, inputs: list, device: torch.device | None = None) -> list:
-    """Run `net` on `inputs` (one per net.inputs) with its layers' references; returns its outputs."""
+    """Run `net` on `inputs` (one per net.inputs): each layer by its kernel when a `body_kernels` table
+    covers this body, else by its reference. Returns the body's outputs."""
     device = device or _device_of(inputs)
+    kernels = (_KERNELS.get() or {}).get(id(net))
     env = {name: t.to(device) for name, t in net.constants.items()}
     env.update(zip(net.inputs, inputs))
-    for layer in net.layers:
-        outs = run_reference(layer, [env[i] if i else None for i in layer.inputs])
+    for index, layer in enumerate(net.layers):
+        ins = [env[i] if i else None for i in layer.inputs]
+        outs = kernels[index](ins) if kernels is not None else run_reference(layer, ins)
         env.update((name, t) for name, t in zip(layer.outputs, outs) if name)
     return [env[name] for name in net.outputs]
 

@@ -135,8 +135,8 @@ def max_roi_pool(x, rois, *, pooled_shape=None, spatial_scale=1.0):
     _, channels, height, width = x.shape
     out = torch.zeros(rois.shape[0], channels, ph, pw, dtype=x.dtype, device=x.device)
     for r, (b, x1, y1, x2, y2) in enumerate(rois.tolist()):
-        sw, sh = round(x1 * spatial_scale), round(y1 * spatial_scale)
-        ew, eh = round(x2 * spatial_scale), round(y2 * spatial_scale)
+        sw, sh, ew, eh = (int(math.copysign(math.floor(abs(v * spatial_scale) + 0.5), v))   # C round()
+                          for v in (x1, y1, x2, y2))
         bin_h, bin_w = max(eh - sh + 1, 1) / ph, max(ew - sw + 1, 1) / pw
         for i in range(ph):
             h0 = min(max(math.floor(i * bin_h) + sh, 0), height)

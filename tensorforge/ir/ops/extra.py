@@ -1,4 +1,5 @@
-"""Standard ops that fit no other family: RMSNormalization, Swish, SwiGLU, Shrink, CumProd, Det, Unique.
+"""Standard ops that fit no other family: RMSNormalization, Swish, SwiGLU, Shrink, CumProd, Det, Unique,
+TfIdfVectorizer (integer pools; string tensors are out of scope).
 
 RMSNormalization: y = x / sqrt(mean(x², axes=[axis..rank-1]) + ε) · scale, computed in float32 when
 stash_type = 1 (one read of x for the statistics, one read and one write for the output).
@@ -11,7 +12,7 @@ Unique: distinct values/slices with first indices, inverse and counts (sizes kno
 import torch
 
 from .. import dynamic
-from ..opspec import op
+from ..opspec import REQUIRED, op
 
 
 @op("RMSNormalization", attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1})
@@ -83,3 +84,50 @@ def unique(x, *, axis=None, sorted=1):  # noqa: A002 - ONNX's attribute name
         y, first, counts, inverse = y.index_select(dim, order), first[order], counts[order], rank[inverse]
     return y, first, inverse.reshape(-1), counts
 
+
+
+def _tfidf_infer(x, *, ngram_indexes, **_):
+    size = max(ngram_indexes) + 1
+    return torch.empty((size,) if x.dim() <= 1 else (x.shape[0], size), dtype=torch.float32, device="meta")
+
+
+@op("TfIdfVectorizer", attrs={"max_gram_length": REQUIRED, "max_skip_count": REQUIRED, "min_gram_length": REQUIRED,
+                              "mode": REQUIRED, "ngram_counts": REQUIRED, "ngram_indexes": REQUIRED,
+                              "pool_int64s": REQUIRED, "weights": None}, infer=_tfidf_infer)
+def tfidf_vectorizer(x, *, max_gram_length, max_skip_count, min_gram_length, mode, ngram_counts, ngram_indexes,
+                     pool_int64s, weights=None):
+    """Count the pool's n-grams (min..max length, items skip+1 apart for skip ≤ max_skip_count; unigrams
+    once) in each row of x, then weight: TF = count, IDF = weight·[count>0], TFIDF = weight·count.
+    The pool holds the (i+1)-grams from ngram_counts[i] on; gram number j lands in column ngram_indexes[j]."""
+    column: dict[tuple, int] = {}
+    gram_id = 0
+    for i, begin in enumerate(ngram_counts):
+        end = ngram_counts[i + 1] if i + 1 < len(ngram_counts) else len(pool_int64s)
+        n = i + 1
+        for start in range(begin, end, n):
+            if min_gram_length <= n <= max_gram_length:
+                column[tuple(pool_int64s[start:start + n])] = ngram_indexes[gram_id]
+            gram_id += 1
+    size = max(ngram_indexes) + 1
+    rows = [x.tolist()] if x.dim() <= 1 else x.tolist()
+    counts = torch.zeros(len(rows), size, dtype=torch.float64)
+    for r, row in enumerate(rows):
+        for skip in range(1, max_skip_count + 2):
+            smallest = min_gram_length if skip == 1 else max(min_gram_length, 2)
+            for start in range(len(row)):
+                for n in range(smallest, max_gram_length + 1):
+                    last = start + (n - 1) * skip
+                    if last >= len(row):
+                        break
+                    col = column.get(tuple(row[start:last + 1:skip]))
+                    if col is not None:
+                        counts[r, col] += 1
+    w = torch.tensor(weights, dtype=torch.float64) if weights else None
+    if mode == "IDF":
+        counts = (counts > 0).double() * (w if w is not None else 1.0)
+    elif mode == "TFIDF" and w is not None:
+        counts = counts * w
+    elif mode not in ("TF", "TFIDF"):
+        raise ValueError(f"TfIdfVectorizer mode must be TF, IDF or TFIDF, got {mode!r}")
+    out = counts.to(torch.float32).to(x.device)
+    return out[0] if x.dim() <= 1 else out

@@ -1,10 +1,10 @@
-"""Shared helpers of the NN op families (conv, pool, norm, linalg, nn_misc): no ops are registered here.
+"""Shared helpers of the NN op families (conv, pool, norm, linalg, nn_misc, resize); registers no ops.
 
 - `nn_op(name)`: registers a reference whose keyword-only parameters ARE the attribute schema (a default
   makes the attribute optional, no default makes it REQUIRED), and fills defaults at call time, so a layer
   that carries only some attributes (an importer or fusion rule passing the non-default ones) still runs.
-- `window_geometry` / `torch_pad_arg`: ONNX sliding-window arithmetic (pads, auto_pad, ceil_mode) for Conv
-  and the pools.
+- `window_geometry` / `torch_pad_arg` / `per_dim`: ONNX sliding-window arithmetic (pads, auto_pad,
+  ceil_mode) for Conv and the pools; `host_values`: the value of a small value input (Resize's scales …).
 """
 
 import functools

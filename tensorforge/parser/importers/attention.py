@@ -36,3 +36,21 @@ importer("RotaryEmbedding", versions=(23,))(
 importer("LinearAttention", versions=(27,))(
     _with_attrs("LinearAttention", ("q_num_heads", "kv_num_heads", "scale", "update_rule", "chunk_size"), 2))
 importer("CausalConvWithState", versions=(27,))(_with_attrs("CausalConvWithState", ("activation",), 2))
+
+
+@importer("FlexAttention", versions=(1,), domain="ai.onnx.preview")
+def import_flex_attention(ctx, node, inputs):
+    """score_mod/prob_mod subgraphs become sub-networks; their outer-scope tensors trail Q, K, V."""
+    from .control import free_names, subnetwork
+    attrs = {k: node.attrs[k] for k in ("scale",) if k in node.attrs}
+    if "softmax_precision" in node.attrs:
+        attrs["softmax_precision"] = dtype_name(torch_dtype(node.attrs["softmax_precision"], f"{node.where()}: "))
+    extra = []
+    for key in ("score_mod", "prob_mod"):
+        if key in node.attrs:
+            captured = free_names(node.attrs[key])
+            attrs[key] = subnetwork(ctx, node.attrs[key], captured, f"{node.name or 'FlexAttention'}/{key}")
+            extra += [ctx.resolve(n) for n in captured]
+            if key == "score_mod":
+                attrs["num_score_captured"] = len(captured)
+    return [ctx.add1("FlexAttention", inputs + extra, attrs)]

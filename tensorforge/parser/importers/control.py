@@ -74,7 +74,7 @@ def import_if(ctx, node, inputs):
     return ctx.add("If", [inputs[0]] + _outer(ctx, captured), attrs, num_outputs=len(node.outputs))
 
 
-@importer("Loop", versions=(11, 13, 16, 19, 21, 23, 24, 25))
+@importer("Loop", versions=(1, 11, 13, 16, 19, 21, 23, 24, 25))   # 11 only reworded the doc of 1
 def import_loop(ctx, node, inputs):
     body = node.attrs["body"]
     captured = free_names(body)

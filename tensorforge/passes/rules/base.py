@@ -29,7 +29,7 @@ class Rejection:
 class Rule:
     name: str = ""
     pattern: Pattern
-    anchor: str | None = None     # a failed partial match is reported only if it reached a layer of this op
+    anchor: str | set[str] | None = None   # a failed partial match is reported only if it reached this op
     roots: set[str] | None = None  # ops tried as the root (default: the pattern's own root ops)
 
     def check(self, m: Match, g: Graph) -> str | None:
@@ -60,7 +60,8 @@ class Rule:
 
 
 def _report(rule: Rule, layer: Layer, reason: str, reached: tuple, rejections: list | None, seen: set) -> None:
-    if rule.anchor is not None and layer.op != rule.anchor and not any(x.op == rule.anchor for x in reached):
+    anchors = {rule.anchor} if isinstance(rule.anchor, str) else rule.anchor
+    if anchors is not None and layer.op not in anchors and not any(x.op in anchors for x in reached):
         return
     key = (rule.name, layer.name, reason)
     if key in seen:

@@ -70,7 +70,7 @@ class Epilogue(Rule):
 
     name = "act(W⊛x + b [+ r]) [+ r] ⇒ FusedConv / MatMulEpilogue"
     roots = {"Add", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "HardSigmoid", "HardSwish", "Gelu", "Clip", "Mul"}
-    anchor = None
+    anchor = {"Conv", "MatMul", "Gemm"}
     pattern = PATTERN
 
     def check(self, m, g):

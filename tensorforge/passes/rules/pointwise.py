@@ -149,7 +149,7 @@ def group_pointwise_chains(net: Network, shape_points: list[dict] | None = None,
         why = _candidate(g, layer)
         if why is None:
             ok.add(k)
-        elif layer.op in POINTWISE_OPS:
+        elif layer.op in POINTWISE_OPS and "host" not in why:
             rej = Rejection("pointwise chain", layer.name, why)
             log.verbose(str(rej))
             if rejections is not None:

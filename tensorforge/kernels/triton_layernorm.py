@@ -1,0 +1,105 @@
+"""Tactic: LayerNormalization as a hand-written Triton kernel, one program per row.
+
+x is viewed as M rows of N = Π normalised dims. Rows up to MAX_SINGLE elements stay in registers: one read of
+x, statistics in float32 (mean, then Σ(x − mean)² — the two-pass form, no cancellation), one write of y:
+traffic 2·M·N·bytes + N·(γ, β). Longer rows loop over the row three times (sum, squared deviations,
+normalise): 3 reads + 1 write. float16/bfloat16 in and out, float32 inside (stash_type=1).
+Configs: warps per program; the block is the row length rounded up to a power of two.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from .registry import tactic
+
+MAX_SINGLE = 16384
+
+
+@triton.jit
+def _layernorm_kernel(X, W, B, Y, N, stride_x, stride_y, eps, HAS_BIAS: tl.constexpr, SINGLE: tl.constexpr,
+                      BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    xr = X + row * stride_x
+    yr = Y + row * stride_y
+    cols = tl.arange(0, BLOCK_N)
+    if SINGLE:
+        mask = cols < N
+        x = tl.load(xr + cols, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.sum(x, axis=0) / N
+        d = tl.where(mask, x - mean, 0.0)
+        rstd = tl.rsqrt(tl.sum(d * d, axis=0) / N + eps)
+        y = d * rstd * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_BIAS:
+            y += tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(yr + cols, y.to(Y.dtype.element_ty), mask=mask)
+    else:
+        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            acc += tl.load(xr + c, mask=c < N, other=0.0).to(tl.float32)
+        mean = tl.sum(acc, axis=0) / N
+        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            d = tl.where(c < N, tl.load(xr + c, mask=c < N, other=0.0).to(tl.float32) - mean, 0.0)
+            acc += d * d
+        rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
+        for start in range(0, N, BLOCK_N):
+            c = start + cols
+            m = c < N
+            y = (tl.load(xr + c, mask=m, other=0.0).to(tl.float32) - mean) * rstd
+            y = y * tl.load(W + c, mask=m, other=0.0).to(tl.float32)
+            if HAS_BIAS:
+                y += tl.load(B + c, mask=m, other=0.0).to(tl.float32)
+            tl.store(yr + c, y.to(Y.dtype.element_ty), mask=m)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(4, (n - 1).bit_length())
+
+
+def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int | None = None):
+    """Y of LayerNormalization(x, scale, bias) along dims axis..r−1 (launcher shared by the tactic and tests)."""
+    axis = axis % x.dim()
+    shape = x.shape[axis:]
+    n = 1
+    for d in shape:
+        n *= d
+    x2 = x.reshape(-1, n) if n else x.reshape(0, 0)
+    if not x2.is_contiguous():
+        x2 = x2.contiguous()
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    m = x2.shape[0]
+    if m == 0 or n == 0:
+        return y
+    w = scale.to(x.device).expand(shape).reshape(-1).contiguous()
+    b = bias.to(x.device).expand(shape).reshape(-1).contiguous() if bias is not None else w
+    single = n <= MAX_SINGLE and block is None
+    block_n = _next_pow2(n) if single else (block or 4096)
+    _layernorm_kernel[(m,)](x2, w, b, y, n, x2.stride(0), n, eps, HAS_BIAS=bias is not None, SINGLE=single,
+                            BLOCK_N=block_n, num_warps=warps)
+    return y
+
+
+@tactic("LayerNormalization", name="triton_rowwise", configs=[{"warps": 4}, {"warps": 8}, {"warps": 16}, {"warps": 2}],
+        priority=10)
+class TritonLayerNorm:
+    @staticmethod
+    def supports(layer, device):
+        if device.type != "cuda":
+            return "Triton kernels run on CUDA devices (CPU tests build them directly under TRITON_INTERPRET=1)"
+        if len(layer.outputs) != 1:
+            return "the layer also asks for Mean/InvStdDev"
+        if layer.attrs.get("stash_type", 1) != 1:
+            return f"stash_type={layer.attrs.get('stash_type')}"
+        return None
+
+    @staticmethod
+    def build(layer, cfg, device):
+        axis, eps, warps = int(layer.attrs.get("axis", -1)), float(layer.attrs.get("epsilon", 1e-5)), int(cfg.get("warps", 4))
+
+        def run(inputs):
+            x = inputs[0]
+            return [layernorm(x, inputs[1], inputs[2] if len(inputs) > 2 else None, axis, eps, warps)]
+        return run

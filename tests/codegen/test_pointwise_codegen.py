@@ -1,0 +1,191 @@
+"""Generated PointwiseChain kernels: every fusable op, dtypes, broadcasting and layouts, through
+TRITON_INTERPRET=1 against the PointwiseChain reference; the source travels in the engine and is checked
+before it is compiled."""
+
+import math
+
+import pytest
+import torch
+
+from tensorforge.codegen import generate_pointwise
+from tensorforge.codegen.pointwise_ops import SUPPORTED
+from tensorforge.ir import Layer, dtype_name, get_spec
+from tensorforge.ir.ops.fused import POINTWISE_OPS
+from tensorforge.kernels import candidates
+from tensorforge.kernels.generated import UnsafeSource, check_source, register_sources, source_hash
+from tensorforge.kernels.triton_pointwise import TritonPointwise, collapse
+
+CPU = torch.device("cpu")
+
+
+def chain(steps, in_dtypes, out_dtypes=None, consts=(), outputs=None):
+    """A PointwiseChain layer: steps as (op, args, attrs); the last step is the output unless `outputs`."""
+    steps = [{"op": op, "args": list(args), "attrs": get_spec(op).resolve_attrs(attrs)} for op, args, attrs in steps]
+    outputs = outputs or [f"s{len(steps) - 1}"]
+    attrs = {"steps": steps, "consts": list(consts), "outputs": outputs, "out_dtypes": out_dtypes or ["float32"]}
+    return Layer("chain", "PointwiseChain", [f"i{k}" for k in range(len(in_dtypes))], [f"o{k}" for k in range(len(outputs))],
+                 attrs)
+
+
+def lit(value, dtype="float32", shape=()):
+    return {"value": value, "dtype": dtype, "shape": list(shape)}
+
+
+def run_both(layer, inputs, block=64):
+    ref = get_spec("PointwiseChain").reference(*inputs, **layer.attrs)
+    ref = list(ref) if isinstance(ref, tuple) else [ref]
+    rank = len(ref[0].shape)
+    src = generate_pointwise(layer, [t.dtype for t in inputs], rank)
+    key = source_hash(src)
+    register_sources({key: src})
+    layer.attrs["kernel"] = key
+    got = TritonPointwise.build(layer, {"BLOCK": block, "warps": 4}, CPU)(list(inputs))
+    return got, ref, src
+
+
+def assert_match(got, ref, rtol=1e-5, atol=1e-6):
+    for g, r in zip(got, ref):
+        assert g.dtype == r.dtype and g.shape == r.shape
+        if r.dtype == torch.bool or not r.dtype.is_floating_point:
+            assert torch.equal(g, r)
+        else:
+            torch.testing.assert_close(g.float(), r.float(), rtol=rtol, atol=atol, equal_nan=True)
+
+
+def test_codegen_implements_every_fusable_op():
+    assert set(POINTWISE_OPS) == SUPPORTED
+
+
+UNARY = ["Neg", "Abs", "Relu", "Sign", "Identity", "Sqrt", "Exp", "Log", "Erf", "Reciprocal", "Floor", "Ceil",
+         "Sin", "Cos", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Celu", "Selu", "ThresholdedRelu", "HardSigmoid",
+         "HardSwish", "Softplus", "Softsign", "Mish", "Gelu", "IsNaN", "IsInf", "Not"]
+BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+          "And", "Or", "Xor", "PRelu"]
+
+
+@pytest.mark.parametrize("op", UNARY)
+def test_unary_ops(op):
+    x = torch.randn(3, 37) * 3
+    x[0, :4] = torch.tensor([0.0, float("inf"), -float("inf"), float("nan")])
+    if op in ("Sqrt", "Log"):
+        x = x.abs() + 0.1
+    if op == "Gelu":       # torch's CPU gelu gives NaN at ±inf; the generated one gives inf at +inf
+        x[0, 1:3] = 0
+    if op == "Not":
+        x = x > 0
+    out = "bool" if op in ("IsNaN", "IsInf", "Not") else "float32"
+    got, ref, _ = run_both(chain([(op, ["in0"], {})], [x.dtype], [out]), [x])
+    assert_match(got, ref)
+
+
+@pytest.mark.parametrize("op", BINARY)
+def test_binary_ops_with_broadcast(op):
+    a, b = torch.randn(2, 3, 5), torch.randn(5)
+    if op in ("And", "Or", "Xor"):
+        a, b = a > 0, b > 0
+    b[0] = a.reshape(-1)[0] if op in ("Equal", "LessOrEqual", "GreaterOrEqual") else b[0]
+    out = "bool" if op in ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor") else "float32"
+    got, ref, src = run_both(chain([(op, ["in0", "in1"], {})], [a.dtype, b.dtype], [out]), [a, b])
+    assert_match(got, ref)
+    assert "bcast_index" in src
+
+
+@pytest.mark.parametrize("exponent", [-2.0, -1.0, -0.5, 0.5, 1.0, 2.0, 3.0, 4.0])
+def test_pow_by_literal(exponent):
+    x = torch.rand(4, 9) + 0.5
+    got, ref, _ = run_both(chain([("Pow", ["in0", "c0"], {})], [x.dtype], consts=[lit(exponent)]), [x])
+    assert_match(got, ref)
+
+
+def test_nary_where_clip_cast_and_an_infinite_literal():
+    x, y, z = torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6)
+    steps = [("Sum", ["in0", "in1", "in2"], {}), ("Mean", ["in0", "s0"], {}), ("Max", ["s1", "in1", "in2"], {}),
+             ("Clip", ["s2", "c0", "c1"], {}), ("Greater", ["in0", "c2"], {}), ("Where", ["s4", "s3", "c3"], {}),
+             ("Cast", ["s5"], {"to": "float16"}), ("Cast", ["s6"], {"to": "int32"}), ("Cast", ["s3"], {"to": "bool"})]
+    consts = [lit(-0.5), lit(0.75), lit(0.0), lit(-math.inf)]
+    layer = chain(steps, [x.dtype] * 3, ["float32", "int32", "bool"], consts, outputs=["s5", "s7", "s8"])
+    got, ref, src = run_both(layer, [x, y, z])
+    assert_match(got, ref)
+    assert "lit3" in src and len(got) == 3
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_inputs_compute_in_float32(dtype):
+    x, b = torch.randn(8, 33).to(dtype), torch.randn(33).to(dtype)
+    steps = [("Add", ["in0", "in1"], {}), ("Gelu", ["s0"], {"approximate": "none"}), ("Mul", ["s1", "c0"], {})]
+    layer = chain(steps, [dtype, dtype], [dtype_name(dtype)], [lit(0.5, dtype_name(dtype))])
+    got, ref, src = run_both(layer, [x, b])
+    assert "gelu_erf_lo" in src and ".to(tl.float32)" in src
+    assert_match(got, ref, rtol=1e-2, atol=1e-2)
+
+
+def test_integer_chain():
+    a, b = torch.randint(-50, 50, (3, 7), dtype=torch.int64), torch.randint(-5, 5, (7,), dtype=torch.int64)
+    steps = [("Mul", ["in0", "in1"], {}), ("Add", ["s0", "c0"], {}), ("Relu", ["s1"], {}), ("Sign", ["in0"], {}),
+             ("Max", ["s2", "s3"], {})]
+    got, ref, _ = run_both(chain(steps, [a.dtype, b.dtype], ["int64"], [lit(3, "int64")]), [a, b])
+    assert_match(got, ref)
+
+
+@pytest.mark.parametrize("case", ["transposed", "expanded", "per_channel", "scalar_tensor", "rank0"])
+def test_layouts(case):
+    x = torch.randn(2, 3, 4, 5)
+    if case == "transposed":
+        ins = [x, torch.randn(2, 5, 4, 3).permute(0, 3, 2, 1)]
+    elif case == "expanded":
+        ins = [x, torch.randn(1, 3, 1, 5).expand(2, 3, 4, 5)]
+    elif case == "per_channel":
+        ins = [x, torch.randn(3, 1, 1)]
+    elif case == "scalar_tensor":
+        ins = [x, torch.tensor(2.5)]
+    else:
+        ins = [torch.tensor(1.5), torch.tensor(-2.0)]
+    layer = chain([("Mul", ["in0", "in1"], {}), ("Tanh", ["s0"], {})], [t.dtype for t in ins])
+    got, ref, _ = run_both(layer, ins, block=32)
+    assert_match(got, ref)
+
+
+def test_collapse_merges_contiguous_dims():
+    assert collapse([2, 3, 4, 5], [[60, 20, 5, 1]]) == ([120], [[1]])
+    assert collapse([2, 3, 4, 5], [[60, 20, 5, 1], [0, 1, 0, 0]]) == ([2, 3, 20], [[60, 20, 1], [0, 1, 0]])
+    assert collapse([1, 1], [[0, 0]]) == ([1], [[0]])
+
+
+def test_triton_tactic_is_offered_only_on_cuda():
+    layer = chain([("Relu", ["in0"], {})], [torch.float32])
+    found, reasons = candidates(layer, CPU)
+    assert "triton_generated" in reasons and "CUDA" in reasons["triton_generated"]
+    assert [t.name for t, _ in found] == ["torch_ref"]
+
+
+def test_sources_are_checked_before_they_run():
+    good = generate_pointwise(chain([("Gelu", ["in0"], {"approximate": "none"})], [torch.float32]), [torch.float32], 2)
+    check_source(good)
+    for bad in (good + "\nimport os\n", good.replace("tl.program_id(0)", "open('x').read()"),
+                good + "\nprint('hi')\n", good.replace("pid = tl.program_id(0)", "pid = x.__class__")):
+        with pytest.raises(UnsafeSource):
+            check_source(bad)
+    with pytest.raises(UnsafeSource, match="does not match its hash"):
+        register_sources({source_hash(good): good + "# changed"})
+
+
+def test_engine_stores_and_reloads_generated_source():
+    import numpy as np
+    import torch.nn as nn
+
+    import tensorforge as tfg
+    from tensorforge.engine import from_bytes
+    from tensorforge.kernels import generated
+    from oracle import export
+    model = export(nn.Sequential(nn.GELU(), nn.Tanh()), (torch.randn(2, 8),), opset=11)
+    engine = tfg.build(model, device="cpu")
+    layer = engine.data.layers[0]
+    key = layer.attrs["kernel"]
+    assert layer.op == "PointwiseChain" and engine.data.kernel_sources[key].startswith("# generated by")
+    generated._SOURCES.pop(key)
+    generated._MODULES.pop(key, None)
+    loaded = from_bytes(engine.serialize())
+    register_sources(loaded.kernel_sources)                 # what ExecutionContext does on load
+    kernel = TritonPointwise.build(loaded.layers[0], {"BLOCK": 16, "warps": 1}, CPU)
+    x = torch.randn(2, 8)
+    np.testing.assert_allclose(kernel([x])[0], torch.tanh(nn.functional.gelu(x)), rtol=1e-6, atol=1e-6)

@@ -1,0 +1,78 @@
+"""Torch tactics of the fused ops (SDPA, layer_norm, addmm + in-place epilogue, conv + in-place epilogue)
+against each op's reference, and their selection over the generic reference tactic on CPU."""
+
+import pytest
+import torch
+
+from tensorforge.ir import Layer, get_spec
+from tensorforge.kernels import candidates
+from tensorforge.kernels.torch_fused import TorchFusedConv, TorchLayerNorm, TorchMatMulEpilogue, TorchSDPA
+
+CPU = torch.device("cpu")
+
+
+def ref(op, *inputs, **attrs):
+    out = get_spec(op).reference(*inputs, **attrs)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def layer(op, n_in, n_out=1, **attrs):
+    return Layer("l", op, [f"i{k}" for k in range(n_in)], [f"o{k}" for k in range(n_out)], attrs)
+
+
+@pytest.mark.parametrize("mask", [None, "additive", "bool"])
+def test_sdpa(mask):
+    q, k, v = torch.randn(2, 3, 5, 8), torch.randn(1, 3, 7, 8), torch.randn(2, 3, 7, 4)   # batch dims broadcast
+    m = None
+    if mask == "additive":
+        m = torch.zeros(2, 1, 1, 7)
+        m[1, ..., :2] = -1e4
+    elif mask == "bool":
+        m = torch.rand(2, 3, 5, 7) > 0.3
+        m[..., 0] = True
+    inputs = [q, k, v] + ([m] if m is not None else [])
+    got = TorchSDPA.build(layer("Attention", len(inputs), scale=0.25), {}, CPU)(inputs)[0]
+    torch.testing.assert_close(got, ref("Attention", *inputs, scale=0.25), rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_and_its_reason():
+    x, w, b = torch.randn(2, 3, 6), torch.randn(3, 6), torch.randn(3, 6)
+    lay = layer("LayerNormalization", 3, axis=-2, epsilon=1e-3, stash_type=1)
+    torch.testing.assert_close(TorchLayerNorm.build(lay, {}, CPU)([x, w, b])[0],
+                               ref("LayerNormalization", x, w, b, axis=-2, epsilon=1e-3), rtol=1e-6, atol=1e-6)
+    assert "Mean/InvStdDev" in TorchLayerNorm.supports(layer("LayerNormalization", 3, 3), CPU)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"activation": "Gelu"}, {"activation": "Relu", "trans_b": 1, "scale": 0.5},
+    {"activation": "Clip", "alpha": -1.0, "beta": 1.0, "residual_first": 1},
+    {"activation": "HardSwish"}, {"activation": "Silu", "residual_first": 0}, {"activation": "HardSigmoid", "alpha": 0.2, "beta": 0.5},
+])
+def test_addmm_epilogue(attrs):
+    a = torch.randn(2, 4, 6)
+    b = torch.randn(5, 6) if attrs.get("trans_b") else torch.randn(6, 5)
+    inputs = [a, b, torch.randn(5), torch.randn(2, 4, 5)]
+    got = TorchMatMulEpilogue.build(layer("MatMulEpilogue", 4, **attrs), {}, CPU)(inputs)[0]
+    torch.testing.assert_close(got, ref("MatMulEpilogue", *inputs, **attrs), rtol=1e-5, atol=1e-5)
+
+
+def test_batched_matmul_epilogue_without_bias():
+    a, b = torch.randn(3, 4, 6), torch.randn(3, 6, 5)
+    got = TorchMatMulEpilogue.build(layer("MatMulEpilogue", 2, activation="Tanh"), {}, CPU)([a, b])[0]
+    torch.testing.assert_close(got, torch.tanh(a @ b), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("residual_first,act", [(1, "Relu"), (0, "Sigmoid"), (1, "LeakyRelu")])
+def test_conv_epilogue(residual_first, act):
+    x, w, b, r = torch.randn(1, 3, 6, 6), torch.randn(4, 3, 3, 3), torch.randn(4), torch.randn(1, 4, 6, 6)
+    attrs = {"pads": [1, 1, 1, 1], "kernel_shape": [3, 3], "activation": act, "alpha": 0.1,
+             "residual_first": residual_first}
+    got = TorchFusedConv.build(layer("FusedConv", 4, **attrs), {}, CPU)([x, w, b, r])[0]
+    torch.testing.assert_close(got, ref("FusedConv", x, w, b, r, **attrs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,name", [("Attention", "torch_sdpa"), ("LayerNormalization", "torch_layer_norm"),
+                                     ("MatMulEpilogue", "torch_addmm"), ("FusedConv", "torch_conv")])
+def test_library_tactic_preferred_over_the_reference_on_cpu(op, name):
+    found, _ = candidates(layer(op, 3), CPU)
+    assert found[0][0].name == name and "torch_ref" in [t.name for t, _ in found]

@@ -1,0 +1,112 @@
+"""Hand-written Triton kernels (LayerNorm, Softmax, GEMM with epilogue, flash attention) under TRITON_INTERPRET=1,
+built directly (CPU builds never offer them), against the IR references on tiny shapes."""
+
+import pytest
+import torch
+
+from tensorforge.ir import Layer, get_spec
+from tensorforge.kernels import candidates
+from tensorforge.kernels.triton_attention import attention
+from tensorforge.kernels.triton_gemm import gemm_epilogue
+from tensorforge.kernels.triton_layernorm import layernorm
+from tensorforge.kernels.triton_softmax import softmax
+
+SMALL_GEMM = {"BM": 16, "BN": 16, "BK": 16, "G": 2, "stages": 1, "warps": 1}
+SMALL_ATT = {"BM": 16, "BN": 16, "warps": 1, "stages": 1}
+
+
+def ref(op, *inputs, **attrs):
+    out = get_spec(op).reference(*inputs, **attrs)
+    return out[0] if isinstance(out, tuple) else out
+
+
+@pytest.mark.parametrize("shape,axis,bias,block", [((3, 5, 33), -1, True, None), ((2, 4, 6), -2, False, None),
+                                                   ((4, 40), -1, True, 16)])
+def test_layernorm(shape, axis, bias, block):
+    x = torch.randn(*shape) * 3 + 1
+    norm = shape[axis % len(shape):]
+    w, b = torch.randn(norm), (torch.randn(norm) if bias else None)
+    got = layernorm(x, w, b, axis, 1e-5, warps=1, block=block)
+    torch.testing.assert_close(got, ref("LayerNormalization", x, w, b, axis=axis, epsilon=1e-5), rtol=1e-5, atol=1e-5)
+
+
+def test_layernorm_half():
+    x, w, b = torch.randn(4, 64).half() * 4, torch.randn(64).half(), torch.randn(64).half()
+    got = layernorm(x, w, b, -1, 1e-5, warps=1)
+    assert got.dtype == torch.float16
+    want = ref("LayerNormalization", x.float(), w.float(), b.float(), axis=-1, epsilon=1e-5)
+    torch.testing.assert_close(got.float(), want, rtol=2e-3, atol=4e-3)
+
+
+@pytest.mark.parametrize("shape,axis,log,block", [((3, 37), -1, False, None), ((2, 5, 3), 1, False, None),
+                                                  ((3, 50), -1, True, 16), ((4, 50), -1, False, 16)])
+def test_softmax(shape, axis, log, block):
+    x = torch.randn(*shape) * 5
+    x.view(-1)[0] = -float("inf")
+    got = softmax(x, axis, log=log, warps=1, block=block)
+    want = torch.log_softmax(x, axis) if log else ref("Softmax", x, axis=axis)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_half_large_logits():
+    x = (torch.randn(3, 64) * 2000).half()       # exp would overflow float16 without the float32 inside
+    got = softmax(x, -1, warps=1)
+    torch.testing.assert_close(got.float(), torch.softmax(x.float(), -1), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("act,alpha,beta", [("none", 0.0, 0.0), ("Relu", 0.0, 0.0), ("Gelu", 0.0, 0.0),
+                                            ("Gelu", 1.0, 0.0), ("Clip", 0.0, 6.0), ("HardSwish", 0.0, 0.0),
+                                            ("Silu", 0.0, 0.0), ("LeakyRelu", 0.1, 0.0), ("Sigmoid", 0.0, 0.0),
+                                            ("Tanh", 0.0, 0.0), ("HardSigmoid", 0.2, 0.5), ("Elu", 1.0, 0.0)])
+def test_gemm_activations(act, alpha, beta):
+    a, b, bias = torch.randn(2, 9, 20), torch.randn(20, 24), torch.randn(24)
+    got = gemm_epilogue(a, b, bias, activation=act, alpha=alpha, beta=beta, cfg=SMALL_GEMM)
+    want = ref("MatMulEpilogue", a, b, bias, activation=act, alpha=alpha, beta=beta)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("res_first", [0, 1])
+def test_gemm_transposed_weight_scale_and_residual(res_first):
+    a, w, bias, r = torch.randn(7, 33), torch.randn(18, 33), torch.randn(1, 18), torch.randn(7, 18)
+    got = gemm_epilogue(a, w, bias, r, trans_b=1, scale=0.5, activation="Relu", residual_first=res_first, cfg=SMALL_GEMM)
+    want = ref("MatMulEpilogue", a, w, bias, r, trans_b=1, scale=0.5, activation="Relu", residual_first=res_first)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_gemm_batched_broadcast_and_half():
+    a, b = torch.randn(2, 3, 5, 16), torch.randn(3, 16, 17)
+    torch.testing.assert_close(gemm_epilogue(a, b, cfg=SMALL_GEMM), a @ b, rtol=1e-5, atol=1e-5)
+    ah, bh = a.half(), b.half()
+    got = gemm_epilogue(ah, bh, cfg=SMALL_GEMM)
+    assert got.dtype == torch.float16
+    torch.testing.assert_close(got.float(), ah.float() @ bh.float(), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "additive", "bool"])
+def test_attention(mask_kind):
+    q, k, v = torch.randn(2, 2, 5, 12), torch.randn(2, 2, 19, 12), torch.randn(2, 2, 19, 10)
+    mask = None
+    if mask_kind == "additive":
+        mask = torch.zeros(2, 1, 1, 19)
+        mask[0, ..., -3:] = -1e4
+    elif mask_kind == "bool":
+        mask = torch.rand(2, 2, 5, 19) > 0.3
+        mask[..., 0] = True
+    got = attention(q, k, v, mask, scale=0.3, cfg=SMALL_ATT)
+    torch.testing.assert_close(got, ref("Attention", q, k, v, mask, scale=0.3), rtol=1e-5, atol=1e-5)
+
+
+def test_attention_rank3_default_scale_and_half():
+    q, k, v = torch.randn(3, 17, 16), torch.randn(3, 17, 16), torch.randn(3, 17, 16)
+    torch.testing.assert_close(attention(q, k, v, cfg=SMALL_ATT), ref("Attention", q, k, v), rtol=1e-5, atol=1e-5)
+    got = attention(q.half(), k.half(), v.half(), cfg=SMALL_ATT)
+    torch.testing.assert_close(got.float(), ref("Attention", q, k, v), rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("op,attrs,name", [("LayerNormalization", {"axis": -1}, "triton_rowwise"),
+                                           ("Softmax", {"axis": -1}, "triton_rowwise"),
+                                           ("MatMulEpilogue", {}, "triton_gemm"), ("Attention", {}, "triton_flash")])
+def test_triton_tactics_are_not_offered_on_cpu(op, attrs, name):
+    layer = Layer("l", op, ["a", "b", "c"], ["y"], attrs)
+    found, reasons = candidates(layer, torch.device("cpu"))
+    assert name not in [t.name for t, _ in found] and "CUDA" in reasons[name]
