@@ -1,7 +1,8 @@
 """Torch tactics for the fused ops: library kernels (cuBLAS, cuDNN, flash attention) plus in-place epilogues.
 
 - Attention → F.scaled_dot_product_attention: flash / memory-efficient attention on CUDA (never writes the
-  Sq×Sk matrix), a fused kernel on CPU. Traffic: q + k + v + mask + out.
+  Sq×Sk matrix), a fused kernel on CPU. Traffic: q + k + v + mask + out. nan_to_zero zeroes NaN output rows
+  (softmax rows are all-NaN or NaN-free; only a NaN inside v itself would read differently).
 - LayerNormalization (Y only) → F.layer_norm: one kernel, float32 statistics for half inputs.
 - MatMulEpilogue → addmm (the bias rides in the GEMM's β·C epilogue) then the activation and residual in
   place: one GEMM plus at most two in-place passes, no extra allocations.
@@ -63,7 +64,7 @@ class TorchSDPA:
 
     @staticmethod
     def build(layer, cfg, device):
-        scale = layer.attrs.get("scale")
+        scale, nan_to_zero = layer.attrs.get("scale"), layer.attrs.get("nan_to_zero", 0)
 
         def run(inputs):
             q, k, v = inputs[:3]
@@ -72,7 +73,10 @@ class TorchSDPA:
             q, k, v = (t.expand(*batch, *t.shape[-2:]) for t in (q, k, v))
             if mask is not None and mask.dtype != torch.bool:
                 mask = mask.to(q.dtype)
-            return [F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)]
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+            if nan_to_zero:      # a softmax row is all-NaN or NaN-free, so its NaN output row is the guarded 0
+                out = torch.where(torch.isnan(out), 0.0, out)
+            return [out]
         return run
 
 

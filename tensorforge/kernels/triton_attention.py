@@ -29,8 +29,8 @@ LOG2E = 1.4426950408889634
 @triton.jit
 def _attention_kernel(Q, K, V, Mask, O, H, SQ, SK, D, DV, sq_z, sq_h, sq_m, sq_d, sk_z, sk_h, sk_n, sk_d,
                       sv_z, sv_h, sv_n, sv_d, sm_z, sm_h, sm_m, sm_n, so_z, so_h, so_m, so_d, qk_scale,
-                      MASK_KIND: tl.constexpr, PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                      BD: tl.constexpr, BDV: tl.constexpr):
+                      MASK_KIND: tl.constexpr, NAN_TO_ZERO: tl.constexpr, PRECISION: tl.constexpr,
+                      BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr):
     pid_m = tl.program_id(0)
     zh = tl.program_id(1)
     z = (zh // H).to(tl.int64)
@@ -66,7 +66,10 @@ def _attention_kernel(Q, K, V, Mask, O, H, SQ, SK, D, DV, sq_z, sq_h, sq_m, sq_d
                     mask=(rn[:, None] < SK) & (rdv[None, :] < DV), other=0.0)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         m_i = m_new
-    out = acc / l_i[:, None]
+    if NAN_TO_ZERO:     # fully masked (l = 0) or NaN rows read 0, as Where(IsNaN(P), 0, P) makes them
+        out = tl.where(l_i[:, None] > 0, acc / l_i[:, None], 0.0)
+    else:
+        out = acc / l_i[:, None]
     tl.store(O + z * so_z + h * so_h + rm[:, None] * so_m + rdv[None, :] * so_d, out.to(O.dtype.element_ty),
              mask=(rm[:, None] < SQ) & (rdv[None, :] < DV))
 
@@ -84,7 +87,7 @@ def _pow2(n: int) -> int:
     return 1 << max(4, (n - 1).bit_length())
 
 
-def attention(q, k, v, mask=None, scale=None, cfg=None, allow_tf32=None):
+def attention(q, k, v, mask=None, scale=None, cfg=None, allow_tf32=None, nan_to_zero=0):
     """softmax(q·kᵀ·scale + mask)·v through the Triton kernel (launcher shared by the tactic and tests)."""
     cfg = {**CONFIGS[1], **(cfg or {})}
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
@@ -107,7 +110,8 @@ def attention(q, k, v, mask=None, scale=None, cfg=None, allow_tf32=None):
     precision = "tf32" if (q.dtype == torch.float32 and allow_tf32 and q.device.type == "cuda") else "ieee"
     grid = (triton.cdiv(sq, cfg["BM"]), zdim * hdim)
     _attention_kernel[grid](q4, k4, v4, m4, o4, hdim, sq, sk, d, dv, *q4.stride(), *k4.stride(), *v4.stride(),
-                            *m4.stride(), *o4.stride(), s * LOG2E, MASK_KIND=kind, PRECISION=precision,
+                            *m4.stride(), *o4.stride(), s * LOG2E, MASK_KIND=kind, NAN_TO_ZERO=bool(nan_to_zero),
+                            PRECISION=precision,
                             BM=cfg["BM"], BN=cfg["BN"], BD=_pow2(d), BDV=_pow2(dv), num_warps=cfg["warps"],
                             num_stages=cfg["stages"])
     return out
@@ -123,9 +127,9 @@ class TritonAttention:
 
     @staticmethod
     def build(layer, cfg, device):
-        scale = layer.attrs.get("scale")
+        scale, nan_to_zero = layer.attrs.get("scale"), layer.attrs.get("nan_to_zero", 0)
 
         def run(inputs):
             mask = inputs[3] if len(inputs) > 3 else None
-            return [attention(inputs[0], inputs[1], inputs[2], mask, scale, cfg)]
+            return [attention(inputs[0], inputs[1], inputs[2], mask, scale, cfg, nan_to_zero=nan_to_zero)]
         return run

@@ -16,6 +16,7 @@ from .constant_fold import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_code import remove_dead_layers
 from .rules import attention, conv_bn, epilogue, gelu, layernorm, pointwise, softmax
+from .rules.identity import remove_noops
 from .rules.base import rule_pass
 
 # (name, minimum level, function(net, shape_points=..., **options) -> changes)
@@ -24,6 +25,7 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("constant-fold", 1, fold_constants),
     ("dead-code", 1, remove_dead_layers),
     ("cse", 1, eliminate_common_subexpressions),
+    ("no-ops", 1, remove_noops),
     ("fuse-gelu", 2, rule_pass(*gelu.RULES)),
     ("fuse-softmax", 2, rule_pass(*softmax.RULES)),
     ("fuse-layernorm", 2, rule_pass(*layernorm.RULES)),

@@ -88,7 +88,7 @@ def test_dynamic_profile_matches_onnxruntime(kind, export_name, tmp_path):
     shape_layers = [layer for layer in layers if layer.op == "Shape"]
     assert shape_layers and all(layer.placement == "host" for layer in shape_layers)
     assert all(layer.placement == "host" for layer in layers if layer.op in ("Range", "Concat", "Unsqueeze"))
-    assert any(layer.placement == "device" for layer in layers if layer.op == "MatMul")
+    assert any(layer.placement == "device" for layer in layers if layer.op in ("MatMul", "Gemm", "Attention"))
 
 
 @pytest.mark.parametrize("export_name", list(EXPORTS))

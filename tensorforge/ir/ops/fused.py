@@ -161,11 +161,12 @@ def fused_conv(x, w, bias=None, residual=None, *, auto_pad="NOTSET", dilations=N
 
 # ---- Attention ------------------------------------------------------------------------------------------
 
-@op("Attention", attrs={"scale": None})
-def attention(q, k, v, mask=None, *, scale=None):
+@op("Attention", attrs={"scale": None, "nan_to_zero": 0})
+def attention(q, k, v, mask=None, *, scale=None, nan_to_zero=0):
     """out = softmax(q · kᵀ · scale + mask) · v over the last axis, q (…, Sq, D), k (…, Sk, D), v (…, Sk, Dv);
     scale defaults to 1/√D; mask (bool: True keeps, or additive float) broadcasts to (…, Sq, Sk).
-    Leading dims broadcast.
+    Leading dims broadcast. nan_to_zero=1 replaces NaN probabilities by 0, as the guard
+    Where(IsNaN(P), 0, P) that torch's SDPA export adds: a query whose every key is masked gets 0, not NaN.
 
     The fused kernel (flash attention: kernels/) never writes the (Sq, Sk) score matrix: traffic is
     q + k + v + mask + out, against 4 · Sq · Sk extra elements for the unfused graph. This reference
@@ -177,4 +178,7 @@ def attention(q, k, v, mask=None, *, scale=None):
     scores = torch.matmul(qf, kf.transpose(-1, -2)) * s
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask.to(scores.dtype)
-    return torch.matmul(torch.softmax(scores, dim=-1), vf).to(dtype)
+    probs = torch.softmax(scores, dim=-1)
+    if nan_to_zero:
+        probs = torch.where(torch.isnan(probs), 0.0, probs)
+    return torch.matmul(probs, vf).to(dtype)

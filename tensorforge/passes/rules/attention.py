@@ -2,7 +2,8 @@
 
 Exporters: torch.onnx.export of BERT/ViT-style self-attention (legacy at every opset and dynamo:
 MatMul(q, kᵀ) → Div(√d) → Add(mask) → Softmax → MatMul(·, v)), of F.scaled_dot_product_attention (legacy
-opset ≥ 14 and dynamo scale q and kᵀ by √scale each before the MatMul), and GPT-2's causal form
+opset ≥ 14 and dynamo scale q and kᵀ by √scale each before the MatMul, and guard the probabilities with
+Where(IsNaN(P), 0, P): the fused op's nan_to_zero), and GPT-2's causal form
 (Where(causal, scores, −big) then Add(attention_mask)). kᵀ is whatever feeds the first MatMul (usually
 Transpose(k, perm=[0,2,3,1]) of the head split); the rule hands the fused op k = swap-last-two(kᵀ) as one
 Transpose (a view, no copy) composed with kᵀ's own Transpose when there is one.
@@ -21,7 +22,9 @@ _qk = AnyOf(Op("MatMul", Op("Mul", _q, Const(name="scale_q")), Op("Mul", _kt, Co
 _scaled = AnyOf(Op("Div", _qk, Const(name="div")), Op("Mul", _qk, Const(name="mul")), _qk)
 _where = Op("Where", Var("cond"), _scaled, Const(name="fill"), name="where")
 _masked = AnyOf(Op("Add", _where, Var("mask")), _where, Op("Add", _scaled, Var("mask")), _scaled)
-PATTERN = Op("MatMul", Op("Softmax", _masked, name="softmax"), Var("v"), name="pv")
+_softmax = Op("Softmax", _masked, name="softmax")
+_probs = AnyOf(Op("Where", Op("IsNaN", _softmax), Const(0.0), _softmax, name="nan_guard"), _softmax)
+PATTERN = Op("MatMul", _probs, Var("v"), name="pv")
 
 
 class ScaledDotProductAttention(Rule):
@@ -107,7 +110,8 @@ class ScaledDotProductAttention(Rule):
             else:
                 mask = wmask
         inputs = [m["q"], k, m["v"]] + ([mask] if mask else [])
-        layers.append(self.new_layer(g, m, "Attention", inputs, attrs={"scale": m["scale"]}))
+        attrs = {"scale": m["scale"], "nan_to_zero": int("nan_guard" in m.binds)}
+        layers.append(self.new_layer(g, m, "Attention", inputs, attrs=attrs))
         return layers
 
 RULES = [ScaledDotProductAttention()]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ...ir import Layer, Network, TensorInfo
 from ...util.log import get_logger
+from ..dead_code import remove_dead_layers
 from ..pattern import Graph, Match, Pattern
 
 
@@ -110,6 +111,7 @@ def apply_rule(net: Network, rule: Rule, shape_points: list[dict], rejections: l
                 if o and o not in net.tensors:
                     net.tensors[o] = TensorInfo(o)
         net.layers = kept
+        remove_dead_layers(net)          # readers of the replaced layers' shapes (Shape → Reshape) go too
         total += len(replacements)
         get_logger().verbose(f"rule {rule.name}: applied {len(replacements)} time(s)")
     net.prune_tensors()

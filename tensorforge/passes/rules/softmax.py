@@ -58,7 +58,7 @@ class SoftmaxFlattened(Rule):
     """
 
     name = "Reshape(Softmax(Flatten(x, r−1)), shape(x)) ⇒ Softmax(x, −1)"
-    anchor = None
+    anchor = {"Softmax", "LogSoftmax", "Hardmax"}
     pattern = Op("Reshape", Op("Softmax|LogSoftmax|Hardmax", Op("Flatten", Var("x"), name="flatten"), name="sm"),
                  Var("shape"), name="reshape")
 
