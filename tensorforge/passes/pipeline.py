@@ -15,7 +15,7 @@ from ..util.log import get_logger
 from .constant_fold import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_code import remove_dead_layers
-from .rules import attention, conv_bn, epilogue, gelu, layernorm, pointwise, softmax
+from .rules import attention, conv_bn, epilogue, gelu, gemm_reshape, layernorm, pointwise, softmax
 from .rules.identity import remove_noops
 from .rules.base import rule_pass
 
@@ -31,6 +31,7 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("fuse-layernorm", 2, rule_pass(*layernorm.RULES)),
     ("fold-conv-bn", 2, rule_pass(*conv_bn.RULES)),
     ("fuse-attention", 3, rule_pass(*attention.RULES)),
+    ("gemm-through-reshape", 3, rule_pass(*gemm_reshape.RULES)),
     ("fuse-epilogue", 3, rule_pass(*epilogue.RULES)),
     ("dead-code", 1, remove_dead_layers),
 ]

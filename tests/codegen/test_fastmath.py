@@ -50,7 +50,7 @@ def test_erf_against_torch_erf(kernels):
 
 def test_gelu_erf_accurate_grade(kernels):
     got, want = kernels("gelu_erf_f32"), F.gelu(X.double())
-    assert _rel_to_one_plus(got, want) <= 1e-7
+    assert _rel_to_one_plus(got, want) <= 1.5e-7
     torch.testing.assert_close(got, F.gelu(X), rtol=1e-6, atol=1.5e-6)   # BENCH.md's bound (CPU torch adds 1e-6)
 
 
@@ -62,7 +62,7 @@ def test_gelu_erf_twice_meets_the_bench_tolerance(kernels):
 
 
 def test_gelu_low_grade_for_half_outputs(kernels):
-    assert _rel_to_one_plus(kernels("gelu_erf_lo"), F.gelu(X.double())) <= 5e-6
+    assert _rel_to_one_plus(kernels("gelu_erf_lo"), F.gelu(X.double())) <= 6e-7
 
 
 def test_tanh_and_tanh_gelu(kernels):

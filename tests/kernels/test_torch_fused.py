@@ -76,3 +76,12 @@ def test_conv_epilogue(residual_first, act):
 def test_library_tactic_preferred_over_the_reference_on_cpu(op, name):
     found, _ = candidates(layer(op, 3), CPU)
     assert found[0][0].name == name and "torch_ref" in [t.name for t, _ in found]
+
+
+def test_sdpa_nan_to_zero_rows():
+    q, k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8)
+    keep = torch.ones(1, 1, 3, 5, dtype=torch.bool)
+    keep[..., 1, :] = False
+    got = TorchSDPA.build(layer("Attention", 4, nan_to_zero=1), {}, CPU)([q, k, v, keep])[0]
+    torch.testing.assert_close(got, ref("Attention", q, k, v, keep, nan_to_zero=1), rtol=1e-5, atol=1e-5)
+    assert torch.all(got[..., 1, :] == 0)

@@ -110,3 +110,15 @@ def test_triton_tactics_are_not_offered_on_cpu(op, attrs, name):
     layer = Layer("l", op, ["a", "b", "c"], ["y"], attrs)
     found, reasons = candidates(layer, torch.device("cpu"))
     assert name not in [t.name for t, _ in found] and "CUDA" in reasons[name]
+
+
+def test_attention_fully_masked_row_with_nan_to_zero():
+    q, k, v = torch.randn(1, 1, 4, 16), torch.randn(1, 1, 6, 16), torch.randn(1, 1, 6, 16)
+    keep = torch.rand(1, 1, 4, 6) > 0.3
+    keep[..., 0, :] = False
+    keep[..., 1:, 0] = True
+    got = attention(q, k, v, keep, cfg=SMALL_ATT, nan_to_zero=1)
+    want = ref("Attention", q, k, v, keep, nan_to_zero=1)
+    assert torch.all(got[..., 0, :] == 0)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert torch.isnan(attention(q, k, v, keep, cfg=SMALL_ATT)[..., 0, :]).all()     # without the guard: NaN

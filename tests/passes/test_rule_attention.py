@@ -93,3 +93,41 @@ def test_where_that_is_not_a_mask_is_rejected():
     engine, log = check_fused(model, feeds_for(model, q.numpy(), k.numpy(), v.numpy(), np.asarray(c)))
     assert "Attention" not in ops(engine)
     assert "Where fills 0.5, not a large negative value" in log
+
+
+class SDPABoolMask(nn.Module):
+    def forward(self, q, k, v, keep):
+        return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+
+@pytest.mark.parametrize("dynamo,opset", [(False, 17), (True, 18)])
+def test_sdpa_bool_mask_with_the_nan_guard(dynamo, opset):
+    """SDPA exports a bool mask as Where(m, 0, −inf) and guards the softmax with Where(IsNaN(P), 0, P):
+    a query that may see no key gets 0."""
+    q, k, v = torch.randn(1, 2, 4, 8), torch.randn(1, 2, 6, 8), torch.randn(1, 2, 6, 8)
+    keep = torch.rand(1, 1, 4, 6) > 0.4
+    keep[..., 0, :] = False                       # the first query sees nothing
+    keep[..., 1:, 0] = True
+    model = export_quiet(SDPABoolMask(), (q, k, v, keep), opset=opset, dynamo=dynamo)
+    feeds = feeds_for(model, q.numpy(), k.numpy(), v.numpy(), keep.numpy())
+    engine, _ = check_fused(model, feeds)
+    att = [layer for layer in engine.data.layers if layer.op == "Attention"]
+    assert len(att) == 1 and att[0].attrs["nan_to_zero"] == 1 and "Softmax" not in ops(engine)
+    out = engine.run(feeds)[engine.output_names[0]]
+    assert np.isfinite(out).all()
+    if not dynamo:       # legacy fills with −inf (the guard zeroes the row); dynamo fills with the float minimum
+        assert np.all(out[:, :, 0] == 0)
+
+
+def test_noop_cast_between_softmax_and_matmul_is_removed():
+    """GPT-2's eager attention casts the probabilities to v's dtype (a no-op in float32)."""
+    class CastProbs(nn.Module):
+        def forward(self, q, k, v):
+            p = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) / 4.0, -1)
+            return torch.matmul(p.type(v.dtype), v)
+    q, k, v = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 8)
+    model = export_quiet(CastProbs(), (q, k, v), opset=17)
+    assert "Cast" in [n.op_type for n in __import__("onnx").load_from_string(model).graph.node]
+    engine, _ = check_fused(model, feeds_for(model, q.numpy(), k.numpy(), v.numpy()))
+    assert "Attention" in ops(engine) and "Cast" not in ops(engine)
+    assert engine.data.build_info["passes"]["no-ops"] == 1

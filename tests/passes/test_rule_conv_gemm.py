@@ -105,3 +105,27 @@ def test_bias_that_is_not_per_column_is_rejected():
     engine, log = check_fused(model, feeds_for(model, x.numpy()))
     assert "MatMulEpilogue" not in ops(engine)
     assert "is not one value per output channel (5)" in log
+
+
+class Conv1D(nn.Module):
+    """GPT-2's Conv1D: addmm(b, x.view(−1, K), W).view(…, N), then GELU-tanh and the residual."""
+
+    def __init__(self, k=8, n=8, merge_heads=False):
+        super().__init__()
+        self.w, self.b, self.merge_heads = nn.Parameter(torch.randn(k, n)), nn.Parameter(torch.randn(n)), merge_heads
+
+    def forward(self, x, r):
+        size_out = r.size()
+        h = torch.addmm(self.b, x.reshape(-1, self.w.shape[0]), self.w).view(size_out)
+        return nn.functional.gelu(h, approximate="tanh") + r
+
+
+@pytest.mark.parametrize("x_shape,dynamo,opset", [((2, 3, 8), False, 11), ((2, 3, 8), True, 18),
+                                                  ((2, 3, 2, 4), False, 17)])     # heads merged by the reshape
+def test_gpt2_conv1d_becomes_one_matmul_epilogue(x_shape, dynamo, opset):
+    x, r = torch.randn(*x_shape), torch.randn(2, 3, 8)
+    model = export_quiet(Conv1D(), (x, r), opset=opset, dynamo=dynamo)
+    engine, _ = check_fused(model, feeds_for(model, x.numpy(), r.numpy()))
+    fused = [layer for layer in engine.data.layers if layer.op == "MatMulEpilogue"]
+    assert len(fused) == 1 and "Gemm" not in ops(engine)
+    assert fused[0].attrs["activation"] == "Gelu" and fused[0].attrs["alpha"] == 1.0 and len(fused[0].inputs) == 4

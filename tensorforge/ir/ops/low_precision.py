@@ -4,7 +4,8 @@ Storage convention: int4/uint4/int2/uint2 tensors are torch.int4/uint4/int2/uint
 byte (sign-extended for the signed types, i.e. the int8/uint8 bit pattern); FLOAT4E2M1 is
 torch.float4_e2m1fn_x2 holding one 4-bit code per byte (low nibble: sign bit 3, exponent bits 2–1,
 mantissa bit 0). These dtypes have no torch kernels: `as_int`/`from_int` and `float4_decode`/`float4_encode`
-move between them and computable types. Engines store them as uint8 bytes (engine/serialize.py).
+move between them and computable types; `wrap_int` wraps integers into them, `to_float8e8m0` encodes MX scales.
+Engines store them as uint8 bytes (engine/serialize.py).
 """
 
 import torch
@@ -74,3 +75,44 @@ def to_float(t: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tenso
     if t.dtype == FLOAT4:
         return float4_decode(t, dtype)
     return as_int(t).to(dtype)
+
+
+E8M0 = torch.float8_e8m0fnu
+
+
+def to_float8e8m0(x: torch.Tensor, saturate: bool = True, round_mode: str = "up") -> torch.Tensor:
+    """float → FLOAT8E8M0 (value 2^(e−127), e = 0..254; code 255 is NaN; no sign, no zero), from the float32
+    bits b: e = exponent field of b, rounded by the 23 mantissa bits m —
+        up: e + (m ≠ 0)     down: e     nearest: e + 1 when m ≥ ½ (exactly ½ rounds up unless e = 0).
+    saturate stops at e = 254 (E8M0_MAX), otherwise overflow gives NaN; NaN → NaN, ±Inf → E8M0_MAX if saturate
+    else NaN (the spec's table). The sign is ignored (negative inputs are unspecified in ONNX).
+    One read of x, one byte written per element."""
+    bits = x.float().view(torch.int32).to(torch.int64) & 0x7FFFFFFF
+    exp, man = bits >> 23, bits & 0x7FFFFF
+    if round_mode == "up":
+        inc = man != 0
+    elif round_mode == "down":
+        inc = torch.zeros_like(man, dtype=torch.bool)
+    elif round_mode == "nearest":
+        inc = ((man >> 22) & 1 == 1) & (((man & 0x3FFFFF) != 0) | (exp > 0))
+    else:
+        raise ValueError(f"round_mode must be 'up', 'down' or 'nearest', got {round_mode!r}")
+    if saturate:
+        inc = inc & (exp < 254)
+    e = exp + inc.to(torch.int64)
+    special = exp == 255
+    inf = special & (man == 0)
+    e = torch.where(special, torch.full_like(e, 255), e)
+    if saturate:
+        e = torch.where(inf, torch.full_like(e, 254), e)
+    return e.to(torch.uint8).view(E8M0)
+
+
+def wrap_int(v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """int64 values → `dtype` keeping the low bits (two's-complement wrap-around: 8 → -8 for int4, -1 → 3 for
+    uint2), the way ONNX casts an out-of-range integer; sub-byte results hold one value a byte (from_int)."""
+    if dtype not in SUBBYTE_INT:
+        return v.to(dtype)
+    lo, hi = SUBBYTE_INT[dtype]
+    span = hi - lo + 1
+    return from_int(torch.remainder(v - lo, span) + lo, dtype)

@@ -5,6 +5,7 @@ All of these map 1:1 onto the IR op of the same name with numpy broadcasting. Ve
 """
 
 from ...ir import dtype_name
+from ...util.errors import ModelError
 from ..registry import importer
 from ..tensors import torch_dtype
 
@@ -44,18 +45,35 @@ for _op, (_versions, _attrs) in _SIMPLE.items():
     importer(_op, versions=_versions)(_same(_op, _attrs))
 
 
+_FLOAT8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+
+
+def _cast_modes(node, to: str | None) -> dict:
+    """`saturate` (Cast/CastLike-19+) and `round_mode` (24+), kept only where they act: saturate for float8
+    targets, both for float8e8m0 (to=None: target unknown until run time, keep both). Versions without them
+    take the IR defaults (saturate=1, round_mode='up')."""
+    out = {k: node.attrs[k] for k in ("saturate", "round_mode") if k in node.attrs}
+    if out.get("round_mode", "up") not in ("up", "down", "nearest"):
+        raise ModelError(f"{node.where()}: {node.op_type} round_mode {out['round_mode']!r} is not one of up, down, "
+                         "nearest", "fix the attribute in the model (ONNX Cast-24+)")
+    if to is None or to == "float8_e8m0fnu":
+        return out
+    return {k: v for k, v in out.items() if k == "saturate" and to in _FLOAT8}
+
+
 @importer("Cast", versions=(6, 9, 13, 19, 21, 23, 24, 25, 28))
 def import_cast(ctx, node, inputs):
     to = dtype_name(torch_dtype(node.attrs["to"], f"{node.where()}: "))
-    return [ctx.add1("Cast", inputs, {"to": to})]
+    return [ctx.add1("Cast", inputs, {"to": to, **_cast_modes(node, to)})]
 
 
 @importer("CastLike", versions=(15, 19, 21, 23, 24, 25))
 def import_cast_like(ctx, node, inputs):
     like = ctx.info(inputs[1])
     if like is None or like.dtype is None:
-        return [ctx.add1("CastLike", inputs)]
-    return [ctx.add1("Cast", [inputs[0]], {"to": dtype_name(like.dtype)})]
+        return [ctx.add1("CastLike", inputs, _cast_modes(node, None))]
+    to = dtype_name(like.dtype)
+    return [ctx.add1("Cast", [inputs[0]], {"to": to, **_cast_modes(node, to)})]
 
 
 @importer("Clip", versions=(6,))

@@ -89,7 +89,7 @@ class Epilogue(Rule):
         if channels < 0:
             return "the output channel count is dynamic"
         if "bias" in m.binds:
-            why = _per_channel(g.constant(m["bias"]), core.op, len(shape), channels)
+            why = per_channel_reason(g.constant(m["bias"]), core.op, len(shape), channels)
             if why:
                 return f"bias {m['bias']!r}: {why}"
         if core.op == "Gemm":
@@ -97,7 +97,7 @@ class Epilogue(Rule):
                 return "Gemm with transA=1"
             if len(core.inputs) > 2 and core.inputs[2]:
                 c = g.constant(core.inputs[2])
-                if c is None or _per_channel(c, "Gemm", 2, channels) or "bias" in m.binds:
+                if c is None or per_channel_reason(c, "Gemm", 2, channels) or "bias" in m.binds:
                     return "Gemm's C is not a per-column constant (or a second bias follows)"
         if core.op == "Conv":
             if g.constant(core.inputs[1]) is None:
@@ -147,7 +147,7 @@ def _below(layer: Layer, m) -> list[Layer]:
     return [producers[i] for i in layer.inputs if i in producers]
 
 
-def _per_channel(c: torch.Tensor, core_op: str, rank: int, channels: int) -> str | None:
+def per_channel_reason(c: torch.Tensor, core_op: str, rank: int, channels: int) -> str | None:
     if c is None:
         return "not a constant"
     if not c.dtype.is_floating_point:
