@@ -1,14 +1,10 @@
-"""Shared pieces of bench/gpu_check.py: the result row, the guard that turns any failure into one table line,
-the numeric comparison, and timing.
+"""gpu_check's shared pieces: Row, `guard` (any failure → one table line), `compare`, `timed` (median ms).
 
-    row = guard(ctx, "plugins", "MyGelu none", "8192x8192", "fp32", body)   # body(row) fills the row; never raises
-    stats = compare(got, want, rtol, atol, scale)      # errors and pass/fail of tensors against their oracle
-    ms, reps = timed(ctx, fn)                          # median ms: CUDA events on GPU, wall clock on CPU
-
-Comparison: an element passes when |got − ref| ≤ atol + scale·max|ref| + rtol·|ref| (`scale` makes atol follow
-the output's magnitude, for sums of many fp16 terms); integer and bool outputs must be equal. "max rel err" is
-max |got − ref| / |ref| over the elements whose |ref| exceeds that atol and 1e-3·max|ref| (near zero a relative
-error says nothing; the pass/fail test above covers those elements).
+compare: an element passes when |got − ref| ≤ atol + scale·max|ref| + rtol·|ref| (`scale` lets atol follow the
+output's magnitude, for sums of many fp16 terms); integer and bool outputs must be equal; NaN where NaN.
+"max rel err" = max |got − ref| / |ref| over elements with |ref| above that atol and above 1e-3·max|ref| (near
+zero a relative error says nothing; the pass test covers those elements).
+timed: CUDA events per call on GPU (bench/measure.py), wall clock on CPU; a slow call gets fewer repetitions.
 """
 
 import dataclasses
@@ -31,7 +27,7 @@ class Row:
     dtype: str = ""
     max_abs_err: float | None = None
     max_rel_err: float | None = None
-    status: str = "FAIL"            # PASS, FAIL or SKIP (not run: budget, or a filter)
+    status: str = "FAIL"            # PASS, FAIL or SKIP (not run: the budget was spent, or the GPU context died)
     ms: float | None = None         # the tactic / plugin / engine: median of `reps`
     ref_ms: float | None = None     # its torch reference on the same device
     reps: int | None = None
@@ -50,6 +46,7 @@ class Context:
     def __init__(self, device: torch.device, smoke: bool, iters: int, max_configs: int, budget_s: float, on_row=None):
         self.device, self.smoke, self.iters, self.max_configs = device, smoke, iters, max_configs
         self.budget_s, self.start, self.rows, self.on_row = budget_s, time.perf_counter(), [], on_row
+        self.broken = ""            # the check after which the CUDA context stopped working (sticky error)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -60,31 +57,40 @@ class Context:
 
 
 def one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split()) or repr(e)
+    """'Type: message [file:line]'; a multi-line message (Triton's compilation errors quote the source first and
+    name the cause last) keeps its first and last lines."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    text = " … ".join([lines[0], lines[-1]] if len(lines) > 1 else lines) or repr(e)
     where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
     at = f" [{where.filename.rsplit('/', 1)[-1]}:{where.lineno}]" if where else ""
     return f"{type(e).__name__}: {text[:300]}{at}"
 
 
 def guard(ctx: Context, section: str, check: str, shape: str, dtype: str, body) -> Row:
-    """Run body(row); any exception becomes the row's one-line error. Past the budget the check is skipped."""
+    """Run body(row); any exception becomes the row's one-line error. Past the budget, or once a sticky CUDA
+    error (illegal address, device assert) has killed the context, the check is skipped with the reason."""
     row = Row(section, check, shape, dtype)
-    if ctx.elapsed() > ctx.budget_s:
+    if ctx.broken:
+        row.status, row.error = "SKIP", f"not run: the CUDA context died during {ctx.broken}"
+    elif ctx.elapsed() > ctx.budget_s:
         row.status, row.error = "SKIP", f"not run: the time budget ({ctx.budget_s:.0f} s) was spent"
     else:
         t0 = time.perf_counter()
         try:
             body(row)
+            if row.status == "FAIL" and not (row.error or row.note):
+                row.error = "the check reported no result"
         except Exception as e:  # noqa: BLE001 - every failure is a table line, the run goes on
             row.status, row.error = "FAIL", one_line(e)
-        finally:
-            row.wall_s = round(time.perf_counter() - t0, 2)
-            if ctx.device.type == "cuda":
-                try:
-                    torch.cuda.synchronize(ctx.device)
-                except Exception as e:  # noqa: BLE001 - a sticky CUDA error: record it, keep going
-                    row.status, row.error = "FAIL", row.error or one_line(e)
+        row.wall_s = round(time.perf_counter() - t0, 2)
+        if ctx.device.type == "cuda":
+            try:                                   # a sticky error surfaces here at the latest
+                torch.cuda.synchronize(ctx.device)
+                torch.zeros(1, device=ctx.device).add_(1).item()
                 torch.cuda.empty_cache()
+            except Exception as e:  # noqa: BLE001 - recorded; later checks are skipped with the reason
+                row.status, row.error = "FAIL", row.error or one_line(e)
+                ctx.broken = f"{section}/{check} {dtype}"
     ctx.rows.append(row)
     if ctx.on_row is not None:
         ctx.on_row(row)
@@ -212,6 +218,6 @@ def check_against_reference(ctx: Context, row: Row, configs: list[dict], run_cfg
     del want
     row.ms, row.reps = round(best[0], 4), best[1]
     row.ref_ms = round(timed(ctx, run_ref)[0], 4)
-    tried = f" of {len(configs)} configs" if len(configs) > 1 else ""
-    row.note = "; ".join(filter(None, [f"best {cfg_text(best[2])}{tried}", row.note]))
+    used = f"best {cfg_text(best[2])} of {len(configs)} configs" if len(configs) > 1 else f"config {cfg_text(best[2])}"
+    row.note = "; ".join(filter(None, [used, row.note]))
     row.status = "PASS" if ok else "FAIL"

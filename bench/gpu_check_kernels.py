@@ -22,7 +22,7 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
 
 def _gen(dev, seed):
-    return torch.Generator(device=dev).manual_seed(seed)
+    return None if dev.type == "meta" else torch.Generator(device=dev).manual_seed(seed)
 
 
 def _layer(op, n_in, attrs):

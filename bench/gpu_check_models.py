@@ -1,15 +1,10 @@
-"""gpu_check sections 3 and 4: the 9 light ONNX models built for the device, and the seed example as a subprocess.
+"""gpu_check sections 3 and 4: the 9 light ONNX models built for the device, and the seed example.
 
-Light models (onnx/backend/test/data/light, opset 9, batch 1, 224×224): `tfg.build(model, device=…, tf32=False)`,
-outputs against onnxruntime's CPU provider in fp32 (rtol 1e-3, atol 1e-4), then the engine saved to a temporary
-file, loaded with `tfg.load` and compared again. The time column is the engine's latency (device tensors in and
-out, median of the run's repetitions); the build time and onnxruntime's CPU latency go in the note.
-
-Seed example: `examples/gelu/run.py --elements N --out DIR/gelu` is started first (`start_example`) and runs beside
-the in-process checks — its GPU work is a few builds and 120 short iterations, most of its time is export and
-JSON output — and is collected last (`finish_example`): its exit status, its summary block, one row per export.
-Files over 16 MiB it leaves in DIR/gelu (inputs, JSON outputs, engines) are removed unless `keep` is set, so the
-results folder stays small enough to copy back.
+Light models (onnx/backend/test/data/light): `tfg.build(…, device, tf32=False)` vs onnxruntime CPU fp32 (rtol 1e-3,
+atol 1e-4), then saved to a temporary file, `tfg.load`ed and compared again; ms = engine latency, device tensors.
+Seed example: examples/gelu/run.py is started first (`start_example`) and runs beside the other checks (its GPU
+work is short; its time goes to export and JSON), then collected (`finish_example`): exit status, summary block,
+one row per export. Files over 16 MiB it leaves in DIR/gelu are removed (unless kept) so DIR stays small.
 """
 
 import os
@@ -181,7 +176,7 @@ def finish_example(ctx, handle: dict, timeout_s: float, keep: bool) -> dict:
             row.ms = float(median.group(1)) if median else None
             row.max_abs_err = float(err)
             mean = re.search(r"mean = ([0-9.eE+-]+) ms", compute)
-            row.note = f"vs {oracle}; GPU Compute Time median" + (f", mean {mean.group(1)} ms" if mean else "")
+            row.note = f"vs {oracle}; ms: its GPU Compute Time median" + (f" (mean {mean.group(1)})" if mean else "")
             row.status = "PASS" if verdict == "OK" else "FAIL"
         guard(ctx, "example", f"gelu example: {case}", shape, "fp32", case_row)
     return {"cmd": " ".join(handle["cmd"]), "returncode": proc.returncode, "timed_out": timed_out,

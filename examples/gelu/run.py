@@ -4,15 +4,14 @@ For each of three exports of the seed model (model.py):
   legacy  — torch.onnx.export(dynamo=False, opset 11): Div, Erf, Add, Mul, Mul per GELU
   dynamo  — torch.onnx.export(dynamo=True, opset 20): one Gelu node per GELU
   plugin  — the autograd Function whose symbolic emits custom::MyGelu (a tensorforge library plugin)
-it runs `tensorforge exec --onnx=… --saveEngine=…` (build), then `tensorforge exec --loadEngine=… --loadInputs=…
---exportOutput=…` (benchmark), and compares the engine's output with onnxruntime (legacy, dynamo) or
-PyTorch (plugin: onnxruntime has no kernel for custom::MyGelu). Runs on CUDA when present, else CPU.
+it runs `tensorforge exec --onnx=… --saveEngine=…` (build), then `tensorforge exec --loadEngine=… --loadInputs=…`
+(benchmark), loads the saved engine with `tfg.load` and compares its output with onnxruntime (legacy, dynamo)
+or PyTorch (plugin: onnxruntime has no kernel for custom::MyGelu). Runs on CUDA when present, else CPU.
 
     python examples/gelu/run.py [--elements N] [--out DIR] [--iterations N]
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -24,6 +23,8 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from model import MyNet, MyNetPlugin  # noqa: E402
+
+import tensorforge as tfg  # noqa: E402
 
 
 def export(module, x, path: Path, dynamo: bool, opset: int) -> None:
@@ -77,9 +78,8 @@ def main() -> int:
         shape = f"x:{x.shape[0]}x{x.shape[1]}"
         tensorforge(f"--onnx={onnx_path}", f"--saveEngine={engine_path}", f"--shapes={shape}", "--skipInference")
         log = tensorforge(f"--loadEngine={engine_path}", f"--loadInputs=x:{out / 'x.npy'}",
-                          f"--iterations={args.iterations}", "--duration=0", "--warmUp=100",
-                          f"--exportOutput={out / f'{name}_out.json'}")
-        got = np.asarray(json.loads((out / f"{name}_out.json").read_text())[0]["values"], dtype=np.float32)
+                          f"--iterations={args.iterations}", "--duration=0", "--warmUp=100")
+        got = tfg.load(engine_path).run({"x": x})["y"].cpu().numpy().reshape(-1)   # the saved engine, in-process
         if name == "plugin":
             want, oracle = reference.numpy().reshape(-1), "torch"
         else:

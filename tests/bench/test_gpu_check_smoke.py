@@ -93,3 +93,36 @@ def test_compare_tolerance_semantics(common):
     assert not s["ok"] and "torch.float16[2, 3] vs reference torch.float32[2, 3]" in s["notes"][0]
     s = common.compare(torch.tensor([float("nan"), 1.0]), torch.tensor([0.0, 1.0]), 0.0, 0.0)
     assert not s["ok"] and "NaN positions differ" in s["notes"][0]
+
+
+def test_full_size_cases_fit_their_plugins_and_tactics(common):
+    """The GPU run is rare: every realistic-size case is checked here on the meta device — inputs accepted by the
+    plugin's descriptor with its typed attributes, every library folder covered, every kernel case reaching its
+    registered tactic — so a shape or attribute mistake cannot waste it."""
+    import torch
+
+    import gpu_check_kernels as K
+    import gpu_check_plugins as P
+    import tensorforge.plugin as tfp
+    from tensorforge.plugin import TensorDesc
+    from tensorforge.plugin.library import LIBRARY
+    meta = torch.device("meta")
+    assert set(LIBRARY.values()) == {c[0] for c in P.CASES}              # nothing in the library left unchecked
+    with tfp.scope():
+        for folder, op_type, ident, label, make, dtypes, _ in P.CASES:
+            tfp.discover(op_type)
+            p = tfp.get(ident)
+            for d in dtypes:
+                inputs, raw = make(P.DTYPES[d], meta, False)
+                outs = p.describe([TensorDesc.of(t) for t in inputs], p.typed_attrs(raw))
+                assert all(o.dtype in (torch.int32, P.DTYPES[d]) for o in outs), (label, d)
+    (x,), _ = P.gelu(torch.float32, meta, False, "none")
+    assert x.numel() == 64 * 2**20                                       # the brief's size for elementwise plugins
+    for label, name, make, dtypes, _ in K.CASES:
+        for d in dtypes:
+            op, inputs, attrs = make(meta, False, K.DTYPES[d])
+            layer = K._layer(op, len(inputs), attrs)
+            if op == "PointwiseChain":
+                K._prepare_chain(layer, inputs)
+            tactic = K.find_tactic(op, name)
+            assert "CUDA" in tactic.supports(layer, torch.device("cpu")) and tactic.configs, (label, d)

@@ -129,3 +129,20 @@ def test_gpt2_conv1d_becomes_one_matmul_epilogue(x_shape, dynamo, opset):
     fused = [layer for layer in engine.data.layers if layer.op == "MatMulEpilogue"]
     assert len(fused) == 1 and "Gemm" not in ops(engine)
     assert fused[0].attrs["activation"] == "Gelu" and fused[0].attrs["alpha"] == 1.0 and len(fused[0].inputs) == 4
+
+
+def test_gemm_through_reshape_with_alpha_is_rejected():
+    from onnx import TensorProto, helper, numpy_helper
+    import numpy as np
+    w = numpy_helper.from_array(np.random.randn(8, 5).astype(np.float32), "w")
+    shape_in = numpy_helper.from_array(np.array([-1, 8], np.int64), "shape_in")
+    shape_out = numpy_helper.from_array(np.array([2, 3, 5], np.int64), "shape_out")
+    nodes = [helper.make_node("Reshape", ["x", "shape_in"], ["rows"]),
+             helper.make_node("Gemm", ["rows", "w"], ["prod"], alpha=2.0),
+             helper.make_node("Reshape", ["prod", "shape_out"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, shape_in, shape_out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    engine, log = check_fused(model.SerializeToString(), {"x": np.random.randn(2, 3, 8).astype(np.float32)})
+    assert "Gemm" in ops(engine) and "Gemm with transA=1 or alpha ≠ 1" in log

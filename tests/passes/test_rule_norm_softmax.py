@@ -134,3 +134,16 @@ def test_opset11_softmax_on_unknown_rank_is_restored_to_one_layer():
     engine, _ = check_fused(model, feeds_for(model, x.numpy(), y.numpy()))
     assert ops(engine) == ["MatMul", "Softmax"]
     assert np.isfinite(engine.run(feeds_for(model, x.numpy(), y.numpy()))[engine.output_names[0]]).all()
+
+
+def test_opset11_softmax_over_several_axes_stays_flattened():
+    """Softmax-11 at axis 1 of a rank-3 tensor normalises over two axes: not a last-axis Softmax."""
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Softmax", ["r"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 8
+    engine, log = check_fused(model.SerializeToString(), {"x": np.random.randn(2, 3, 4).astype(np.float32)})
+    assert "Flatten" in ops(engine)
+    assert "Flatten at axis 1 of a rank-3 tensor: the softmax spans several axes" in log

@@ -14,7 +14,7 @@ Cost: union–find over the layers plus a bounded search per merge.
 """
 
 from ...ir import Layer, Network, dtype_name, get_spec
-from ...ir.ops.fused import POINTWISE_OPS, pointwise_reason
+from ...ir.ops.fused import CHAIN_DTYPES, POINTWISE_OPS, pointwise_reason
 from ...util.log import get_logger
 from ..pattern import Graph
 from .base import Rejection
@@ -42,8 +42,9 @@ def _candidate(g: Graph, layer: Layer) -> str | None:
         return "its output shape is unknown at build time"
     if all(v.device.type != "meta" for v in vals):
         return "it is shape arithmetic on known values (runs on the host)"
-    out_why = pointwise_reason(layer.op, [vals[0].dtype])
-    return None if out_why is None or "dtype" not in out_why else out_why
+    if vals[0].dtype not in CHAIN_DTYPES:
+        return f"output dtype {vals[0].dtype} is not supported in generated kernels"
+    return None
 
 
 class _Groups:
