@@ -95,7 +95,8 @@ def expression(op: str, args: list[str], attrs: dict, dts: list, need: set, grad
         "Add": lambda: f"({a} + {b})", "Sub": lambda: f"({a} - {b})", "Mul": lambda: f"({a} * {b})",
         "Div": lambda: f"({a} / {b})", "Neg": lambda: f"(-{a})", "Abs": lambda: f"tl.abs({a})",
         "Identity": lambda: a, "Max": lambda: _fold(_max, args, d), "Min": lambda: _fold(_min, args, d),
-        "Sum": lambda: "(" + " + ".join(args) + ")", "Mean": lambda: "((" + " + ".join(args) + f") / {float(len(args))!r})",
+        "Sum": lambda: "(" + " + ".join(args) + ")",
+        "Mean": lambda: "((" + " + ".join(args) + f") / {float(len(args))!r})",
         "Relu": lambda: f"tl.where({a} < 0, {zero}, {a})",
         "Sign": lambda: (f"tl.where({a} > 0, 1.0, tl.where({a} < 0, -1.0, 0.0))" if _f(d)      # torch: sign(NaN) = 0
                          else f"tl.where({a} > 0, 1, tl.where({a} < 0, -1, 0)).to({TL[d]})"),

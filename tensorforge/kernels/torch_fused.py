@@ -71,8 +71,11 @@ class TorchSDPA:
             mask = inputs[3] if len(inputs) > 3 else None
             batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
             q, k, v = (t.expand(*batch, *t.shape[-2:]) for t in (q, k, v))
-            if mask is not None and mask.dtype != torch.bool:
-                mask = mask.to(q.dtype)
+            if mask is not None:
+                if mask.dim() < 2:          # SDPA wants a mask of rank ≥ 2
+                    mask = torch.broadcast_to(mask, (q.shape[-2], k.shape[-2]))
+                if mask.dtype != torch.bool:
+                    mask = mask.to(q.dtype)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
             if nan_to_zero:      # a softmax row is all-NaN or NaN-free, so its NaN output row is the guarded 0
                 out = torch.where(torch.isnan(out), 0.0, out)

@@ -97,7 +97,8 @@ class TritonLayerNorm:
 
     @staticmethod
     def build(layer, cfg, device):
-        axis, eps, warps = int(layer.attrs.get("axis", -1)), float(layer.attrs.get("epsilon", 1e-5)), int(cfg.get("warps", 4))
+        axis, eps = int(layer.attrs.get("axis", -1)), float(layer.attrs.get("epsilon", 1e-5))
+        warps = int(cfg.get("warps", 4))
 
         def run(inputs):
             x = inputs[0]

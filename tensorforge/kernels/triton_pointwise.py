@@ -12,6 +12,7 @@ Selection: CUDA only. Tests run the kernel on CPU through TRITON_INTERPRET=1 by 
 (`TritonPointwise.build(layer, cfg, torch.device("cpu"))`); supports() never offers Triton for a CPU build.
 """
 
+import importlib.util
 import math
 
 import torch
@@ -81,23 +82,15 @@ def _kernel(layer, cfg, device):
             return outs
         flat_strides = [s for st in plan["strides"] for s in st]
         flags = {f"FULL{i}": bool(f) for i, f in enumerate(plan["full"])}
-        grid = (triton_cdiv(plan["n"], block),)
+        grid = (_cdiv(plan["n"], block),)
         fn[grid](*ins, *outs, plan["n"], *plan["sizes"][1:], *flat_strides, *lits, **flags, NDIM=plan["ndim"],
                  INT64=plan["int64"], BLOCK=block, num_warps=warps)
         return outs
     return run
 
 
-def triton_cdiv(a: int, b: int) -> int:
+def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def _triton_available() -> bool:
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 @tactic("PointwiseChain", name="triton_generated", configs=CONFIGS, priority=10)
@@ -106,7 +99,7 @@ class TritonPointwise:
     def supports(layer, device):
         if device.type != "cuda":
             return "Triton kernels run on CUDA devices (CPU tests build them directly under TRITON_INTERPRET=1)"
-        if not _triton_available():
+        if importlib.util.find_spec("triton") is None:
             return "Triton is not installed (pip install tensorforge[gpu])"
         key = layer.attrs.get("kernel")
         if not key:

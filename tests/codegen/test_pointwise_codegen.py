@@ -23,8 +23,8 @@ def chain(steps, in_dtypes, out_dtypes=None, consts=(), outputs=None):
     steps = [{"op": op, "args": list(args), "attrs": get_spec(op).resolve_attrs(attrs)} for op, args, attrs in steps]
     outputs = outputs or [f"s{len(steps) - 1}"]
     attrs = {"steps": steps, "consts": list(consts), "outputs": outputs, "out_dtypes": out_dtypes or ["float32"]}
-    return Layer("chain", "PointwiseChain", [f"i{k}" for k in range(len(in_dtypes))], [f"o{k}" for k in range(len(outputs))],
-                 attrs)
+    ins, outs = [f"i{k}" for k in range(len(in_dtypes))], [f"o{k}" for k in range(len(outputs))]
+    return Layer("chain", "PointwiseChain", ins, outs, attrs)
 
 
 def lit(value, dtype="float32", shape=()):
@@ -84,7 +84,8 @@ def test_binary_ops_with_broadcast(op):
     if op in ("And", "Or", "Xor"):
         a, b = a > 0, b > 0
     b[0] = a.reshape(-1)[0] if op in ("Equal", "LessOrEqual", "GreaterOrEqual") else b[0]
-    out = "bool" if op in ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor") else "float32"
+    logical = ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor")
+    out = "bool" if op in logical else "float32"
     got, ref, src = run_both(chain([(op, ["in0", "in1"], {})], [a.dtype, b.dtype], [out]), [a, b])
     assert_match(got, ref)
     assert "bcast_index" in src

@@ -46,7 +46,8 @@ def test_layer_norm_and_its_reason():
 @pytest.mark.parametrize("attrs", [
     {"activation": "Gelu"}, {"activation": "Relu", "trans_b": 1, "scale": 0.5},
     {"activation": "Clip", "alpha": -1.0, "beta": 1.0, "residual_first": 1},
-    {"activation": "HardSwish"}, {"activation": "Silu", "residual_first": 0}, {"activation": "HardSigmoid", "alpha": 0.2, "beta": 0.5},
+    {"activation": "HardSwish"}, {"activation": "Silu", "residual_first": 0},
+    {"activation": "HardSigmoid", "alpha": 0.2, "beta": 0.5},
 ])
 def test_addmm_epilogue(attrs):
     a = torch.randn(2, 4, 6)
@@ -85,3 +86,10 @@ def test_sdpa_nan_to_zero_rows():
     got = TorchSDPA.build(layer("Attention", 4, nan_to_zero=1), {}, CPU)([q, k, v, keep])[0]
     torch.testing.assert_close(got, ref("Attention", q, k, v, keep, nan_to_zero=1), rtol=1e-5, atol=1e-5)
     assert torch.all(got[..., 1, :] == 0)
+
+
+def test_sdpa_scalar_and_vector_masks():
+    q, k, v = torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+    for m in (torch.tensor(0.5), torch.randn(5)):
+        got = TorchSDPA.build(layer("Attention", 4), {}, CPU)([q, k, v, m])[0]
+        torch.testing.assert_close(got, ref("Attention", q, k, v, m), rtol=1e-5, atol=1e-5)

@@ -45,7 +45,8 @@ for dt, act, prec, picks in (("*fp16", "Gelu", "ieee", (0, 4)), ("*bf16", "GeluT
                              ("*fp32", "Clip", "tf32", (2,))):
     for cfg in (triton_gemm.CONFIGS[i] for i in picks):
         compile_(f"gemm{dt}{act}{cfg['BM']}x{cfg['BN']}", triton_gemm._gemm_kernel,
-                 {**ptrs(["A", "B", "Bias", "R", "C"], dt), **gemm_sig, "scale": "fp32", "alpha": "fp32", "beta": "fp32"},
+                 {**ptrs(["A", "B", "Bias", "R", "C"], dt), **gemm_sig,
+                  "scale": "fp32", "alpha": "fp32", "beta": "fp32"},
                  {"HAS_BIAS": True, "HAS_RES": True, "RES_FIRST": act == "Clip", "ACT": act, "PRECISION": prec,
                   "BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "G": cfg["G"]}, cfg["warps"], cfg["stages"])
 att_sig = {n: "i32" for n in ("H SQ SK D DV sq_z sq_h sq_m sq_d sk_z sk_h sk_n sk_d sv_z sv_h sv_n sv_d "

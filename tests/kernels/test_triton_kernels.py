@@ -68,7 +68,8 @@ def test_gemm_activations(act, alpha, beta):
 @pytest.mark.parametrize("res_first", [0, 1])
 def test_gemm_transposed_weight_scale_and_residual(res_first):
     a, w, bias, r = torch.randn(7, 33), torch.randn(18, 33), torch.randn(1, 18), torch.randn(7, 18)
-    got = gemm_epilogue(a, w, bias, r, trans_b=1, scale=0.5, activation="Relu", residual_first=res_first, cfg=SMALL_GEMM)
+    got = gemm_epilogue(a, w, bias, r, trans_b=1, scale=0.5, activation="Relu", residual_first=res_first,
+                        cfg=SMALL_GEMM)
     want = ref("MatMulEpilogue", a, w, bias, r, trans_b=1, scale=0.5, activation="Relu", residual_first=res_first)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 KNOWN_FAILURES = HERE / "known_failures.txt"
-MIN_PASSING = 1800       # issue 3 target; a full run below it fails (raise it as coverage grows)
+MIN_PASSING = 1930       # issue 3 target; a full run below it fails (raise it as coverage grows)
 TOTAL_CPU_CASES = 2033   # node + real (light) + simple + pytorch-converted + pytorch-operator in onnx 1.23
 
 

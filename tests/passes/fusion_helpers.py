@@ -11,7 +11,6 @@ import numpy as np
 import onnx
 
 import tensorforge as tfg
-from tensorforge.passes.pattern import Graph
 from tensorforge.util.log import Severity, get_logger
 from oracle import assert_close, export, ort_run  # noqa: F401  (re-exported for the tests)
 
@@ -54,7 +53,3 @@ def export_quiet(module, args, **kw) -> bytes:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return export(module, args, **kw)
-
-
-def graph_of(net, points=None) -> Graph:
-    return Graph(net, points or [])

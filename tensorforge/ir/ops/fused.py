@@ -177,7 +177,10 @@ def attention(q, k, v, mask=None, *, scale=None, nan_to_zero=0):
     s = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     scores = torch.matmul(qf, kf.transpose(-1, -2)) * s
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask.to(scores.dtype)
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        else:
+            scores = scores + mask.to(scores.dtype)
     probs = torch.softmax(scores, dim=-1)
     if nan_to_zero:
         probs = torch.where(torch.isnan(probs), 0.0, probs)

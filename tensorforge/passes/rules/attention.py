@@ -114,4 +114,5 @@ class ScaledDotProductAttention(Rule):
         layers.append(self.new_layer(g, m, "Attention", inputs, attrs=attrs))
         return layers
 
+
 RULES = [ScaledDotProductAttention()]

@@ -11,12 +11,14 @@ computed in float64 and rounded once to the weight dtype. Saves one read and one
 
 import torch
 
-from ..pattern import Const, Op, Var
+from ..pattern import Const, Op
 from .base import Rule
 
 
 def _vector(c: torch.Tensor):
-    return None if c.dim() == 1 and c.dtype.is_floating_point else f"per-channel parameters must be float vectors, found {tuple(c.shape)}"
+    if c.dim() == 1 and c.dtype.is_floating_point:
+        return None
+    return f"per-channel parameters must be float vectors, found {tuple(c.shape)}"
 
 
 class ConvBatchNorm(Rule):
@@ -42,7 +44,8 @@ class ConvBatchNorm(Rule):
         channels = w.shape[0]
         for key in ("gamma", "beta", "mean", "var"):
             if m[key + ".value"].numel() != channels:
-                return f"BatchNormalization {key} has {m[key + '.value'].numel()} entries for {channels} output channels"
+                count = m[key + ".value"].numel()
+                return f"BatchNormalization {key} has {count} entries for {channels} output channels"
         return None
 
     def rewrite(self, m, g):

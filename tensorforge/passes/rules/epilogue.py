@@ -116,7 +116,8 @@ class Epilogue(Rule):
         if core.op == "Conv" and len(core.inputs) > 2 and core.inputs[2]:
             parts.append(net.constants[core.inputs[2]].reshape(-1))
         if core.op == "Gemm" and len(core.inputs) > 2 and core.inputs[2]:
-            parts.append(net.constants[core.inputs[2]].reshape(-1).expand(channels) * float(core.attrs.get("beta", 1.0)))
+            c = net.constants[core.inputs[2]].reshape(-1).expand(channels)
+            parts.append(c * float(core.attrs.get("beta", 1.0)))
         bias = ""
         if parts:
             total = parts[0]
