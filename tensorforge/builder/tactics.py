@@ -207,12 +207,17 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
         log.verbose(f"layer {layer.name}: {layer.tactic} (timing cache)")
         return
     inputs = walk.materialize(layer)
+    expected = _reference_outputs(layer, inputs)
     times, rejected, strides = {}, {}, {}
     for tac, cfg in found:
         tid = tac.id(cfg)
         try:
             kernel = tac.build(layer, cfg, walk.device)
             outs = kernel(inputs)
+            wrong = _disagreement(outs, expected, config.tf32)
+            if wrong is not None:
+                rejected[tid] = f"wrong results at the opt-point shapes: {wrong}"
+                continue
             m = timer.measure(tid, lambda: kernel(inputs))
         except Exception as e:  # noqa: BLE001 - the candidate is rejected with its reason, the others compete
             rejected[tid] = f"failed at the opt-point shapes: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
@@ -243,6 +248,48 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
     if cache is not None:
         cache.record(dev_key, key, {"op": layer.op, "signature": sig, "best": best, "times_ms": times,
                                     "rejected": rejected, "out_strides": strides[best]})
+
+
+def _reference_outputs(layer: Layer, inputs: list) -> list | None:
+    """The op's torch reference on copies of the timing inputs: the oracle every candidate must agree with
+    (a fast kernel that is wrong on this GPU, driver or library version is rejected, never timed).
+    None when the reference cannot run on these random inputs (validation is then skipped, and logged)."""
+    try:
+        with torch.no_grad():
+            return run_reference(layer, [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs])
+    except Exception as e:  # noqa: BLE001 - e.g. random data that the op rejects; candidates are still timed
+        get_logger().verbose(f"layer {layer.name}: reference cannot validate tactics on random inputs: {e}")
+        return None
+
+
+def _disagreement(outs: list, expected: list | None, tf32: bool) -> str | None:
+    """None when every output matches the reference: exact for integers and bools; for floats, on the positions
+    where the reference is finite, max|out − ref| ≤ tol · max|ref| with tol 1e-2 (half types), 5e-3 (fp32 with
+    TF32) or 1e-4 (fp32). These bounds accept reordered accumulation, not a wrong kernel."""
+    if expected is None:
+        return None
+    for i, (got, want) in enumerate(zip(outs, expected)):
+        if not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor):
+            continue
+        if got.shape != want.shape:
+            return f"output {i} has shape {tuple(got.shape)}, the reference {tuple(want.shape)}"
+        want = want.to(got.device)
+        if not want.is_floating_point():
+            if not torch.equal(got.to(want.dtype), want):
+                return f"output {i} differs from the reference (integer/bool values)"
+            continue
+        finite = torch.isfinite(want)
+        g, w = got.float()[finite], want.float()[finite]
+        if not torch.isfinite(g).all():
+            return f"output {i} has inf/NaN where the reference is finite"
+        if w.numel() == 0:
+            continue
+        tol = 1e-2 if want.dtype in (torch.float16, torch.bfloat16) else (5e-3 if tf32 else 1e-4)
+        scale = float(w.abs().max()) + 1e-6
+        err = float((g - w).abs().max())
+        if err > tol * scale:
+            return f"output {i}: max |err| {err:.3g} > {tol:g} · max |ref| {scale:.3g}"
+    return None
 
 
 class _LayoutWalk:

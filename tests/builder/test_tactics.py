@@ -152,3 +152,26 @@ def test_timing_inputs_follow_producer_strides(monkeypatch):
     second = [s for name, s in seen if name.startswith("r2")]
     assert first and all(s == (8, 1) for s in first)             # the network input: contiguous (4, 8)
     assert second and all(s == (1, 4) for s in second)           # r1 chose colmajor → r2 sees column-major
+
+
+def test_a_fast_but_wrong_tactic_is_rejected_by_the_reference(monkeypatch):
+    """Every timed candidate is first checked against the op's torch reference on the timing inputs: a tactic
+    that is fastest but computes the wrong thing (here: forgets the clamp) never wins, and its reason is kept."""
+    def wrong_build(layer, cfg, device):
+        return lambda inputs: [inputs[0] * 1.0]          # identity, not relu
+    mine = [Tactic("Relu", "wrong", lambda layer, device: None, wrong_build, [{}], 0), _relu_tactic("slow")]
+    monkeypatch.setitem(registry._TACTICS, "Relu", mine)
+    got = {}
+    real = tactics._choose_timed
+
+    def spy(layer, found, walk, timer, cache, dev_key, config, report):
+        real(layer, found, walk, timer, cache, dev_key, config, report)
+        got.update(report.rejected.get(layer.name, {}))
+    monkeypatch.setattr(tactics, "_choose_timed", spy)
+    timer = FakeTimer({"wrong": 0.01, "slow": 0.5, "torch_ref": 0.3})
+    engine = build(monkeypatch, timer)
+    assert all(layer.tactic != "relu.wrong" for layer in engine.data.layers)
+    assert "wrong" not in " ".join(timer.calls)
+    assert got["relu.wrong"].startswith("wrong results at the opt-point shapes: output 0: max |err|")
+    x = np.random.default_rng(2).standard_normal((5, 8)).astype(np.float32)
+    np.testing.assert_array_equal(engine.run({"x": x})["y"], ort_run(relu_model(), {"x": x})["y"])
