@@ -1,20 +1,13 @@
 """The seed model (GELU twice) through both exporters, against onnxruntime, before and after save/load."""
 
 import torch
-import torch.nn as nn
 import onnx
 import pytest
 
 from oracle import check_against_ort, export
 
 
-class MyNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.gelu = nn.GELU()
-
-    def forward(self, x):
-        return self.gelu(self.gelu(x))
+from seed_models import MyNet
 
 
 @pytest.mark.parametrize("dynamo,opset,ops", [(False, 11, ["Div", "Erf", "Add", "Mul", "Mul"] * 2),

@@ -19,13 +19,7 @@ from oracle import export, ort_run
 from tensorforge.cli.main import main
 
 
-class Seed(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.gelu = nn.GELU()
-
-    def forward(self, x):
-        return self.gelu(self.gelu(x))
+from seed_models import MyNet as Seed
 
 
 @pytest.fixture(scope="module")
