@@ -112,7 +112,7 @@ def import_graph(graph: onnx.GraphProto, opsets: dict[str, int], base_dir: str |
             for la in net.layers:
                 la.inputs = [renamed if i == resolved else i for i in la.inputs]
             resolved = renamed
-        if resolved != vi.name or resolved in net.inputs or resolved in net.constants:
+        if resolved != vi.name or resolved in net.constants:   # an input named as an output passes through
             layer = net.add_layer("Identity", [resolved], [vi.name], name=f"{vi.name}/identity", origin=[vi.name])
             net.tensors[vi.name].dtype = net.tensors[resolved].dtype
             resolved = layer.outputs[0]

@@ -16,6 +16,7 @@ from .constant_fold import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_code import remove_dead_layers
 from .rules import attention, conv_bn, epilogue, gelu, gemm_reshape, layernorm, pointwise, softmax
+from .rules.horizontal_gemm import fuse_horizontal_gemms
 from .rules.identity import remove_noops
 from .rules.base import rule_pass
 
@@ -33,6 +34,7 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("fuse-attention", 3, rule_pass(*attention.RULES)),
     ("gemm-through-reshape", 3, rule_pass(*gemm_reshape.RULES)),
     ("fuse-epilogue", 3, rule_pass(*epilogue.RULES)),
+    ("horizontal-gemm", 3, fuse_horizontal_gemms),
     ("dead-code", 1, remove_dead_layers),
 ]
 
