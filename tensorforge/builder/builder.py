@@ -14,7 +14,7 @@ import torch
 
 from ..engine import Engine
 from ..ir import Network, TensorInfo, dtype_name
-from ..ir.interpret import InferenceFailure, propagate
+from ..ir.interpret import InferenceFailure, clear_memo, propagate
 from ..ir.dynamic import placeholder_info
 from ..ir.verifier import problems
 from ..passes import optimize
@@ -69,6 +69,7 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
     log = get_logger()
     t0 = time.perf_counter()
     device = resolve_device(config.device)
+    clear_memo()
     found = problems(network)
     if found:
         raise BuildError(f"network {network.name!r} is malformed: {found[0]}", "fix the network definition")

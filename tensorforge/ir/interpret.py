@@ -52,12 +52,74 @@ def _to_meta(t):
     return t if t is None or t.device.type == "meta" else t.to("meta")
 
 
+_MEMO: dict = {}          # (op, attrs, inputs) → output (shape, stride, dtype): see _memo_key
+_MEMO_LIMIT = 8192
+_SMALL = 64              # value inputs and tensor attributes up to this many elements are keyed by value
+
+
+def _freeze(v):
+    """A hashable image of an attribute value, or raise TypeError when it has none worth keying."""
+    if isinstance(v, torch.Tensor):
+        if v.device.type == "meta" or v.numel() > _SMALL:
+            raise TypeError("large tensor attribute")
+        return ("tensor", str(v.dtype), tuple(v.shape), tuple(v.flatten().tolist()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise TypeError(type(v).__name__)
+
+
+def _memo_key(spec, layer: Layer, meta: list):
+    """Shape inference of a layer depends only on its op, attributes, and its inputs' shapes, strides and dtypes
+    (and the values of small value inputs): repeated blocks of a network (ResNet stages, transformer layers) and
+    the several profile points of one build then cost one reference call per distinct question."""
+    try:
+        parts = []
+        for t in meta:
+            if t is None:
+                parts.append(None)
+            elif not isinstance(t, torch.Tensor):
+                return None
+            elif t.device.type == "meta":
+                parts.append(("m", tuple(t.shape), tuple(t.stride()), str(t.dtype)))
+            elif t.numel() <= _SMALL:
+                parts.append(("v", tuple(t.shape), str(t.dtype), tuple(t.flatten().tolist())))
+            else:
+                return None
+        return (spec.name, id(spec), _freeze(layer.attrs), len(layer.outputs), tuple(parts))
+    except TypeError:
+        return None
+
+
+def clear_memo() -> None:
+    """Forget memoised shape questions (the builder starts every build with an empty memo, so one build never
+    profits from another's work and build times stay honest)."""
+    _MEMO.clear()
+
+
 def _meta_eval(spec, layer: Layer, ins: list) -> list:
     """The reference on meta inputs (value inputs stay real). Reading a value that is only known at run
-    time, or reading a placeholder, yields placeholder outputs (see dynamic.py) instead of a failure."""
+    time, or reading a placeholder, yields placeholder outputs (see dynamic.py) instead of a failure.
+    Results of plain (placeholder-free) layers are memoised by `_memo_key`."""
     n = len(layer.outputs)
     phs = [dynamic.placeholder_info(t) for t in ins]
     meta = [t if i in spec.value_inputs else _to_meta(t) for i, t in enumerate(ins)]  # values stay real
+    key = None if any(phs) else _memo_key(spec, layer, meta)
+    if key is not None and key in _MEMO:
+        return [None if d is None else torch.empty_strided(d[0], d[1], dtype=d[2], device="meta") for d in _MEMO[key]]
+    outs = _meta_eval_uncached(spec, layer, ins, meta, phs, n)
+    if key is not None and all(o is None or (type(o) is torch.Tensor and o.device.type == "meta"
+                                             and dynamic.placeholder_info(o) is None) for o in outs):
+        if len(_MEMO) >= _MEMO_LIMIT:
+            _MEMO.clear()
+        _MEMO[key] = [None if o is None else (tuple(o.shape), tuple(o.stride()), o.dtype) for o in outs]
+    return outs
+
+
+def _meta_eval_uncached(spec, layer: Layer, ins: list, meta: list, phs: list, n: int) -> list:
     try:
         with dynamic.value_guard():
             outs = as_outputs(spec.reference(*meta, **layer.attrs), n)
