@@ -53,6 +53,14 @@ def tactic(op: str, name: str, configs: list[dict] | None = None, priority: int 
     return wrap
 
 
+def triton_device_reason(device: torch.device) -> str | None:
+    """Why a hand-written or generated Triton tactic does not apply on `device` (None on CUDA). Tests run such
+    kernels on the CPU by building them directly under TRITON_INTERPRET=1, never through tactic selection."""
+    if device.type != "cuda":
+        return "Triton kernels run on CUDA devices (CPU tests build them directly under TRITON_INTERPRET=1)"
+    return None
+
+
 def candidates(layer: Layer, device: torch.device) -> tuple[list[tuple[Tactic, dict]], dict[str, str]]:
     """All (tactic, config) pairs applicable to `layer` on `device`, best-priority first, and the reasons
     the others were rejected (tactic name → reason)."""

@@ -107,6 +107,12 @@ class TorchLayerNorm:
         return run
 
 
+def _epilogue_attrs(a: dict) -> tuple[str, float, float, int]:
+    """(activation, alpha, beta, residual_first) of a MatMulEpilogue/FusedConv layer, with the ops' defaults."""
+    return (a.get("activation", "none"), float(a.get("alpha", 0.0)), float(a.get("beta", 0.0)),
+            int(a.get("residual_first", 0)))
+
+
 @tactic("MatMulEpilogue", name="torch_addmm", priority=5)
 class TorchMatMulEpilogue:
     @staticmethod
@@ -117,8 +123,7 @@ class TorchMatMulEpilogue:
     def build(layer, cfg, device):
         a_ = layer.attrs
         trans_b, scale = int(a_.get("trans_b", 0)), float(a_.get("scale", 1.0))
-        act, alpha, beta = a_.get("activation", "none"), float(a_.get("alpha", 0.0)), float(a_.get("beta", 0.0))
-        res_first = int(a_.get("residual_first", 0))
+        act, alpha, beta, res_first = _epilogue_attrs(a_)
 
         def run(inputs):
             a, b = inputs[0], inputs[1]
@@ -157,8 +162,7 @@ class TorchFusedConv:
         conv = get_spec("Conv").reference
         conv_attrs = {k: a_.get(k) for k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
                       if k in a_}
-        act, alpha, beta = a_.get("activation", "none"), float(a_.get("alpha", 0.0)), float(a_.get("beta", 0.0))
-        res_first = int(a_.get("residual_first", 0))
+        act, alpha, beta, res_first = _epilogue_attrs(a_)
 
         def run(inputs):
             x, w = inputs[0], inputs[1]

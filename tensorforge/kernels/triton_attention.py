@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .registry import tactic
+from .registry import tactic, triton_device_reason
 
 CONFIGS = [{"BM": 128, "BN": 64, "warps": 8, "stages": 2}, {"BM": 64, "BN": 64, "warps": 4, "stages": 2},
            {"BM": 128, "BN": 32, "warps": 4, "stages": 3}, {"BM": 64, "BN": 32, "warps": 4, "stages": 3}]
@@ -121,8 +121,9 @@ def attention(q, k, v, mask=None, scale=None, cfg=None, allow_tf32=None, nan_to_
 class TritonAttention:
     @staticmethod
     def supports(layer, device):
-        if device.type != "cuda":
-            return "Triton kernels run on CUDA devices (CPU tests build them directly under TRITON_INTERPRET=1)"
+        why = triton_device_reason(device)
+        if why is not None:
+            return why
         return None
 
     @staticmethod

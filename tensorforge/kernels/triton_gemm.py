@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .registry import tactic
+from .registry import tactic, triton_device_reason
 
 CONFIGS = [
     {"BM": 128, "BN": 128, "BK": 32, "G": 8, "stages": 3, "warps": 8},
@@ -140,8 +140,9 @@ def gemm_epilogue(a, b, bias=None, residual=None, trans_b=0, scale=1.0, activati
 class TritonGemmEpilogue:
     @staticmethod
     def supports(layer, device):
-        if device.type != "cuda":
-            return "Triton kernels run on CUDA devices (CPU tests build them directly under TRITON_INTERPRET=1)"
+        why = triton_device_reason(device)
+        if why is not None:
+            return why
         if layer.attrs.get("activation", "none") not in ACTIVATIONS:
             return f"activation {layer.attrs.get('activation')!r} has no Triton epilogue"
         return None

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .registry import tactic
+from .registry import tactic, triton_device_reason
 
 MAX_SINGLE = 16384
 
@@ -87,8 +87,9 @@ def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int 
 class TritonLayerNorm:
     @staticmethod
     def supports(layer, device):
-        if device.type != "cuda":
-            return "Triton kernels run on CUDA devices (CPU tests build them directly under TRITON_INTERPRET=1)"
+        why = triton_device_reason(device)
+        if why is not None:
+            return why
         if len(layer.outputs) != 1:
             return "the layer also asks for Mean/InvStdDev"
         if layer.attrs.get("stash_type", 1) != 1:

@@ -19,7 +19,7 @@ import torch
 
 from ..ir import dtype_from_name
 from .generated import has_source, load_module
-from .registry import tactic
+from .registry import tactic, triton_device_reason
 
 CONFIGS = [{"BLOCK": 1024, "warps": 4}, {"BLOCK": 2048, "warps": 8}, {"BLOCK": 4096, "warps": 8},
            {"BLOCK": 512, "warps": 4}, {"BLOCK": 8192, "warps": 16}]
@@ -97,8 +97,9 @@ def _cdiv(a: int, b: int) -> int:
 class TritonPointwise:
     @staticmethod
     def supports(layer, device):
-        if device.type != "cuda":
-            return "Triton kernels run on CUDA devices (CPU tests build them directly under TRITON_INTERPRET=1)"
+        why = triton_device_reason(device)
+        if why is not None:
+            return why
         if importlib.util.find_spec("triton") is None:
             return "Triton is not installed (pip install tensorforge[gpu])"
         key = layer.attrs.get("kernel")

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .registry import tactic
+from .registry import tactic, triton_device_reason
 
 MAX_SINGLE = 16384
 
@@ -80,8 +80,9 @@ def _tactic(op: str, log: bool):
     class TritonSoftmax:
         @staticmethod
         def supports(layer, device):
-            if device.type != "cuda":
-                return "Triton kernels run on CUDA devices (CPU tests build them directly under TRITON_INTERPRET=1)"
+            why = triton_device_reason(device)
+            if why is not None:
+                return why
             return None
 
         @staticmethod
