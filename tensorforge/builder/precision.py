@@ -8,7 +8,7 @@ Memory traffic: halves every activation and weight read.
 
 import torch
 
-from ..ir import Layer, Network, dtype_name
+from ..ir import Layer, Network, TensorInfo, dtype_name
 
 
 def convert_precision(net: Network, half: torch.dtype, output_dtypes: dict[str, torch.dtype]) -> int:
@@ -34,7 +34,7 @@ def convert_precision(net: Network, half: torch.dtype, output_dtypes: dict[str, 
         layer.inputs = [renames.get(i, i) for i in layer.inputs]
     net.layers = entry + net.layers
     for layer in entry:
-        net.tensors.setdefault(layer.outputs[0], net.tensors[layer.inputs[0]].__class__(layer.outputs[0], half))
+        net.tensors.setdefault(layer.outputs[0], TensorInfo(layer.outputs[0], half))
     # outputs: cast back on exit, keeping the output's name
     for i, name in enumerate(net.outputs):
         want = output_dtypes.get(name)
@@ -47,7 +47,7 @@ def convert_precision(net: Network, half: torch.dtype, output_dtypes: dict[str, 
         producer.outputs = [inner if o == name else o for o in producer.outputs]
         for layer in net.layers:
             layer.inputs = [inner if x == name else x for x in layer.inputs]
-        net.tensors[inner] = net.tensors[name].__class__(inner, half)
+        net.tensors[inner] = TensorInfo(inner, half)
         net.layers.append(Layer(f"{name}/to_float32", "Cast", [inner], [name], {"to": "float32"}, [name],
                                 precision="float32"))
     for layer in net.layers:

@@ -83,15 +83,20 @@ class TorchSDPA:
         return run
 
 
+def layernorm_y_only_reason(layer) -> str | None:
+    """Why a fast LayerNorm tactic (which computes Y only, statistics in float32) cannot run `layer`."""
+    if len(layer.outputs) != 1 or not layer.outputs[0]:
+        return "the layer also asks for Mean/InvStdDev (the fast kernels return Y only)"
+    if layer.attrs.get("stash_type", 1) != 1:
+        return f"stash_type={layer.attrs.get('stash_type')}"
+    return None
+
+
 @tactic("LayerNormalization", name="torch_layer_norm", priority=5)
 class TorchLayerNorm:
     @staticmethod
     def supports(layer, device):
-        if len([o for o in layer.outputs if o]) != 1 or len(layer.outputs) != 1:
-            return "the layer also asks for Mean/InvStdDev (F.layer_norm returns Y only)"
-        if layer.attrs.get("stash_type", 1) != 1:
-            return f"stash_type={layer.attrs.get('stash_type')}"
-        return None
+        return layernorm_y_only_reason(layer)
 
     @staticmethod
     def build(layer, cfg, device):

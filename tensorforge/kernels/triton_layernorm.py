@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 from .registry import tactic, triton_device_reason
+from .torch_fused import layernorm_y_only_reason
 
 MAX_SINGLE = 16384
 
@@ -90,11 +91,7 @@ class TritonLayerNorm:
         why = triton_device_reason(device)
         if why is not None:
             return why
-        if len(layer.outputs) != 1:
-            return "the layer also asks for Mean/InvStdDev"
-        if layer.attrs.get("stash_type", 1) != 1:
-            return f"stash_type={layer.attrs.get('stash_type')}"
-        return None
+        return layernorm_y_only_reason(layer)
 
     @staticmethod
     def build(layer, cfg, device):
