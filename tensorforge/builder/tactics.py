@@ -57,11 +57,19 @@ class CudaEventTimer:
 
     The candidate is captured in a CUDA graph when it can be (as the runtime will run it), so launch overhead on
     the host does not decide between a one-kernel and a three-kernel tactic; otherwise its eager runs are timed.
+    Before every timed replay the L2 cache is flushed (a write of twice its size, outside the timed events): in
+    the engine a layer's weights arrive cold from HBM (a network's weights do not fit in L2), and a kernel
+    timed with its weights L2-resident looks faster than it will run there — measured on an H200, a Triton GEMM
+    that won with hot weights ran 3× slower than cuBLAS inside GPT-2 at batch 1.
     Scratch memory = peak allocated during one run − memory before − bytes of the outputs.
     """
 
-    def __init__(self, device: torch.device, warmup: int = 3, iters: int = 10):
+    def __init__(self, device: torch.device, warmup: int = 3, iters: int = 10, flush_l2: bool = True):
         self.device, self.warmup, self.iters = device, warmup, iters
+        self._flush = None
+        if flush_l2:
+            l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20)
+            self._flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
 
     def measure(self, tactic_id: str, run: Callable[[], list]) -> Measurement:
         dev = self.device
@@ -82,6 +90,8 @@ class CudaEventTimer:
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.iters)]
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.iters)]
             for s, e in zip(starts, ends):
+                if self._flush is not None:
+                    self._flush.zero_()
                 s.record()
                 if graph is not None:
                     graph.replay()

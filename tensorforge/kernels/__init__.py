@@ -18,6 +18,8 @@ from . import triton_pointwise  # noqa: F401  (generated kernels of PointwiseCha
 from . import torch_fused  # noqa: F401  (SDPA, layer_norm, addmm and conv epilogues for fused ops)
 if importlib.util.find_spec("triton") is not None:   # the optional 'gpu' extra: hand-written Triton kernels
     from . import triton_attention, triton_gemm, triton_layernorm, triton_softmax  # noqa: F401
+    from . import triton_conv_epilogue, triton_pool  # noqa: F401  (conv + one epilogue kernel; GlobalAveragePool)
+    from . import triton_add_layernorm  # noqa: F401  (residual Add + LayerNorm, one kernel)
 from .registry import Kernel, Tactic, candidates, instantiate, tactic
 
 __all__ = ["Kernel", "Tactic", "candidates", "instantiate", "tactic"]

@@ -95,7 +95,11 @@ def attention(q, k, v, mask=None, scale=None, cfg=None, allow_tf32=None, nan_to_
     if d > 256 or dv > 256:
         raise ValueError(f"head dims {d}/{dv} exceed 256")
     q4, k4, v4 = (_as4d(t.expand(*batch, *t.shape[-2:])) for t in (q, k, v))
-    out = torch.empty(*batch, sq, dv, dtype=q.dtype, device=q.device)
+    if len(batch) == 2:     # (B, H, S, D) written in (B, S, H, D) memory, as flash attention does: the usual
+        # Transpose(0, 2, 1, 3) → Reshape(B, S, H·D) before the output projection is then a view, not a copy
+        out = torch.empty(batch[0], sq, batch[1], dv, dtype=q.dtype, device=q.device).transpose(1, 2)
+    else:
+        out = torch.empty(*batch, sq, dv, dtype=q.dtype, device=q.device)
     o4 = _as4d(out)
     zdim, hdim = q4.shape[0], q4.shape[1]
     kind, m4 = 0, o4

@@ -15,9 +15,11 @@ from ..util.log import get_logger
 from .constant_fold import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_code import remove_dead_layers
-from .rules import attention, conv_bn, epilogue, gelu, gemm_reshape, layernorm, pointwise, softmax
+from .rules import attention, conv_bn, epilogue, gather_view, gelu, gemm_reshape, layernorm, pointwise, softmax
+from .rules.add_layernorm import fuse_add_layernorm
 from .rules.horizontal_gemm import fuse_horizontal_gemms
 from .rules.identity import remove_noops
+from .view_chains import collapse_view_chains
 from .rules.base import rule_pass
 
 # (name, minimum level, function(net, shape_points=..., **options) -> changes)
@@ -27,6 +29,7 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("dead-code", 1, remove_dead_layers),
     ("cse", 1, eliminate_common_subexpressions),
     ("no-ops", 1, remove_noops),
+    ("gather-view", 2, rule_pass(*gather_view.RULES)),
     ("fuse-gelu", 2, rule_pass(*gelu.RULES)),
     ("fuse-softmax", 2, rule_pass(*softmax.RULES)),
     ("fuse-layernorm", 2, rule_pass(*layernorm.RULES)),
@@ -35,11 +38,13 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("gemm-through-reshape", 3, rule_pass(*gemm_reshape.RULES)),
     ("fuse-epilogue", 3, rule_pass(*epilogue.RULES)),
     ("horizontal-gemm", 3, fuse_horizontal_gemms),
+    ("view-chains", 3, collapse_view_chains),
     ("dead-code", 1, remove_dead_layers),
 ]
 
 # after precision conversion (builder): dtypes are final
 LATE_PASSES: list[tuple[str, int, Callable[..., int]]] = [
+    ("add-layernorm", 3, fuse_add_layernorm),
     ("pointwise-chains", 3, pointwise.group_pointwise_chains),
 ]
 

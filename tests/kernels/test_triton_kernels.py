@@ -95,6 +95,9 @@ def test_attention(mask_kind):
         mask[..., 0] = True
     got = attention(q, k, v, mask, scale=0.3, cfg=SMALL_ATT)
     torch.testing.assert_close(got, ref("Attention", q, k, v, mask, scale=0.3), rtol=1e-5, atol=1e-5)
+    # written in (B, S, H, D) memory: the transpose + head merge before the output projection is a view
+    merged = got.transpose(1, 2).reshape(2, 5, 20)
+    assert merged.data_ptr() == got.data_ptr() and merged.is_contiguous()
 
 
 def test_attention_rank3_default_scale_and_half():

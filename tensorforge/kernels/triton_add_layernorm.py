@@ -1,0 +1,98 @@
+"""Tactic: AddLayerNormalization (residual Add + LayerNorm over the last axis) as one Triton kernel per row.
+
+    S = a + b            (rounded to a's dtype: the residual stream, as the unfused Add stores it)
+    Y = (S − μ) / √(σ² + ε) · γ + β,   μ, σ² over the row in float32 (two-pass form)
+
+a and b are read through their own strides as (R0, R1, N) with a unit last stride — a transposed residual
+(ViT's attention output) is read in place, no copy. S and Y are written contiguous.
+Traffic: read a, b; write S, Y: 4·M·N elements (unfused: Add 3, LayerNorm 2, plus any copy of a strided input).
+Rows up to MAX_SINGLE elements stay in registers; longer rows are refused (the reference runs them).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from .registry import tactic, triton_device_reason
+
+MAX_SINGLE = 16384
+
+
+@triton.jit
+def _add_layernorm_kernel(A, B, W, Bias, S, Y, R1, N, sa0, sa1, sb0, sb1, eps, HAS_BIAS: tl.constexpr,
+                          BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    i0 = row // R1
+    i1 = row % R1
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    a = tl.load(A + i0 * sa0 + i1 * sa1 + cols, mask=mask, other=0.0)
+    b = tl.load(B + i0 * sb0 + i1 * sb1 + cols, mask=mask, other=0.0)
+    s = (a.to(tl.float32) + b.to(tl.float32)).to(S.dtype.element_ty)
+    tl.store(S + row * N + cols, s, mask=mask)
+    x = s.to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    d = tl.where(mask, x - mean, 0.0)
+    rstd = tl.rsqrt(tl.sum(d * d, axis=0) / N + eps)
+    y = d * rstd * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        y += tl.load(Bias + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(Y + row * N + cols, y.to(Y.dtype.element_ty), mask=mask)
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """t as (R0, R1, N) with a unit last stride: a view when t's leading dims allow, else a copy."""
+    n = t.shape[-1]
+    if t.dim() == 1:
+        t3 = t.reshape(1, 1, n)
+    elif t.dim() == 2:
+        t3 = t.unsqueeze(0)
+    else:
+        t3 = t.reshape(-1, t.shape[-2], n)
+    return t3 if t3.stride(-1) == 1 or n == 1 else t3.contiguous()
+
+
+def add_layernorm(a, b, scale, bias, eps: float, warps: int = 4):
+    """(Y, S) of AddLayerNormalization over the last axis (launcher shared by the tactic and tests)."""
+    if a.shape != b.shape:
+        raise ValueError(f"AddLayerNormalization operands differ in shape: {tuple(a.shape)} vs {tuple(b.shape)}")
+    n = a.shape[-1]
+    if n > MAX_SINGLE:
+        raise ValueError(f"rows of {n} elements exceed the single-pass limit {MAX_SINGLE}")
+    s = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+    y = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+    if s.numel() == 0:
+        return y, s
+    a3, b3 = _rows(a), _rows(b)
+    w = scale.to(a.device).expand(n).contiguous()
+    bb = bias.to(a.device).expand(n).contiguous() if bias is not None else w
+    rows = a3.shape[0] * a3.shape[1]
+    _add_layernorm_kernel[(rows,)](a3, b3, w, bb, s, y, a3.shape[1], n, a3.stride(0), a3.stride(1), b3.stride(0),
+                                   b3.stride(1), eps, HAS_BIAS=bias is not None,
+                                   BLOCK_N=1 << max(4, (n - 1).bit_length()), num_warps=warps)
+    return y, s
+
+
+@tactic("AddLayerNormalization", name="triton_rowwise", configs=[{"warps": 4}, {"warps": 8}, {"warps": 2}],
+        priority=10)
+class TritonAddLayerNorm:
+    @staticmethod
+    def supports(layer, device):
+        why = triton_device_reason(device)
+        if why is not None:
+            return why
+        if layer.attrs.get("stash_type", 1) != 1:
+            return f"stash_type={layer.attrs.get('stash_type')} (the kernel keeps float32 statistics)"
+        return None
+
+    @staticmethod
+    def build(layer, cfg, device):
+        eps, warps = float(layer.attrs.get("epsilon", 1e-5)), int(cfg.get("warps", 4))
+
+        def run(inputs):
+            a, b, scale = inputs[0], inputs[1], inputs[2]
+            bias = inputs[3] if len(inputs) > 3 else None
+            if a.dim() and int(layer.attrs.get("axis", -1)) % a.dim() != a.dim() - 1:
+                raise ValueError("the Triton kernel normalises over the last axis only")
+            return list(add_layernorm(a, b, scale, bias, eps, warps))
+        return run
