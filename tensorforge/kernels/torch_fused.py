@@ -118,6 +118,28 @@ def _epilogue_attrs(a: dict) -> tuple[str, float, float, int]:
             int(a.get("residual_first", 0)))
 
 
+def rows_in_memory_order(product):
+    """Wrap `product(a, b, bias, residual) -> y` (a row-wise product: y[…, :] depends on a[…, :] only, B 2-D) so
+    that an `a` whose leading dims are a permutation of a dense layout — a transposed activation, as ViT's
+    Transpose(0, 1) before each projection — is multiplied in its memory order and y is returned as the same
+    permutation of a dense result: a view where `a.reshape(-1, K)` would have copied a, and a y whose consumers
+    (the Transpose back) see a dense tensor again. Traffic saved: one read and write of a per call."""
+    def run(a, b, bias, residual):
+        if b.dim() != 2 or a.dim() < 3 or a.stride(-1) != 1 or a.is_contiguous():
+            return product(a, b, bias, residual)
+        lead = sorted(range(a.dim() - 1), key=lambda d: (-a.stride(d), d))
+        order = lead + [a.dim() - 1]
+        a_mem = a.permute(order)
+        if not a_mem.is_contiguous():
+            return product(a, b, bias, residual)
+        if residual is not None:
+            out_shape = (*a.shape[:-1], residual.shape[-1] if residual.dim() else b.shape[-1])
+            residual = torch.broadcast_to(residual, torch.broadcast_shapes(residual.shape, out_shape)).permute(order)
+        y = product(a_mem, b, bias, residual)
+        return y.permute(sorted(range(len(order)), key=order.__getitem__))
+    return run
+
+
 @tactic("MatMulEpilogue", name="torch_addmm", priority=5)
 class TorchMatMulEpilogue:
     @staticmethod
@@ -136,6 +158,10 @@ class TorchMatMulEpilogue:
             residual = inputs[3] if len(inputs) > 3 else None
             if trans_b:
                 b = b.transpose(-1, -2)
+            return [product(a, b, bias, residual)]
+
+        @rows_in_memory_order
+        def product(a, b, bias, residual):
             if b.dim() == 2 and a.dim() >= 2:
                 a2 = a.reshape(-1, a.shape[-1])
                 if bias is not None:
@@ -151,7 +177,7 @@ class TorchMatMulEpilogue:
                     y.mul_(scale)
                 if bias is not None:
                     y = y.add_(bias) if torch.broadcast_shapes(y.shape, bias.shape) == y.shape else y + bias
-            return [epilogue_(y, residual, act, alpha, beta, res_first)]
+            return epilogue_(y, residual, act, alpha, beta, res_first)
         return run
 
 

@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from .registry import tactic, triton_device_reason
+from .torch_fused import rows_in_memory_order
 
 CONFIGS = [
     {"BM": 128, "BN": 128, "BK": 32, "G": 8, "stages": 3, "warps": 8},
@@ -155,7 +156,12 @@ class TritonGemmEpilogue:
             a, b = inputs[0], inputs[1]
             bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
             residual = inputs[3] if len(inputs) > 3 else None
-            return [gemm_epilogue(a, b, bias, residual, a_.get("trans_b", 0), a_.get("scale", 1.0),
-                                  a_.get("activation", "none"), a_.get("alpha", 0.0), a_.get("beta", 0.0),
-                                  a_.get("residual_first", 0), cfg)]
+            if a_.get("trans_b", 0):
+                b = b.transpose(-1, -2)
+            return [product(a, b, bias, residual)]
+
+        @rows_in_memory_order
+        def product(a, b, bias, residual):
+            return gemm_epilogue(a, b, bias, residual, 0, a_.get("scale", 1.0), a_.get("activation", "none"),
+                                 a_.get("alpha", 0.0), a_.get("beta", 0.0), a_.get("residual_first", 0), cfg)
         return run

@@ -76,17 +76,46 @@ def _kernel(layer, cfg, device):
     def run(inputs):
         ins = [t if t.device == device else t.to(device) for t in inputs]
         out_shape = torch.broadcast_shapes(*[t.shape for t in ins], *lit_shapes)
+        perm = memory_order(ins, out_shape)
+        if perm is not None:        # iterate in the layout's memory order: outputs come out in that layout too
+            ins = [t.expand(out_shape).permute(perm) for t in ins]
+            out_shape = torch.Size([out_shape[p] for p in perm])
         outs = [torch.empty(out_shape, dtype=d, device=device) for d in out_dtypes]
         plan = launch_plan(ins, out_shape, rank)
-        if plan["n"] == 0:
-            return outs
-        flat_strides = [s for st in plan["strides"] for s in st]
-        flags = {f"FULL{i}": bool(f) for i, f in enumerate(plan["full"])}
-        grid = (_cdiv(plan["n"], block),)
-        fn[grid](*ins, *outs, plan["n"], *plan["sizes"][1:], *flat_strides, *lits, **flags, NDIM=plan["ndim"],
-                 INT64=plan["int64"], BLOCK=block, num_warps=warps)
+        if plan["n"] != 0:
+            flat_strides = [s for st in plan["strides"] for s in st]
+            flags = {f"FULL{i}": bool(f) for i, f in enumerate(plan["full"])}
+            grid = (_cdiv(plan["n"], block),)
+            fn[grid](*ins, *outs, plan["n"], *plan["sizes"][1:], *flat_strides, *lits, **flags,
+                     NDIM=plan["ndim"], INT64=plan["int64"], BLOCK=block, num_warps=warps)
+        if perm is not None:
+            inverse = sorted(range(len(perm)), key=perm.__getitem__)
+            outs = [o.permute(inverse) for o in outs]
         return outs
     return run
+
+
+def memory_order(inputs: list[torch.Tensor], out_shape) -> list[int] | None:
+    """The dim order (outermost first) of the first full-shape input when it is dense in a permuted layout
+    (channels-last …), else None. A chain then reads that input in place and writes its outputs in the same
+    layout — elementwise work commutes with a permutation of every operand — so a channels-last network stays
+    channels-last instead of paying a layout copy at the next convolution."""
+    ref = next((t for t in inputs if t.shape == out_shape), None)
+    if ref is None or ref.dim() < 2 or ref.is_contiguous() or not _dense(ref):
+        return None
+    return sorted(range(ref.dim()), key=lambda d: (-ref.stride(d), d))
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: the strides, sorted, are the running products of the sizes."""
+    expect = 1
+    for d in sorted(range(t.dim()), key=lambda d: (t.stride(d), -d)):
+        if t.shape[d] == 1:
+            continue
+        if t.stride(d) != expect:
+            return False
+        expect *= t.shape[d]
+    return True
 
 
 def _cdiv(a: int, b: int) -> int:

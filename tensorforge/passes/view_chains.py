@@ -5,12 +5,13 @@ heads (Reshape to (B·H, S, D)), transposes, unfolds (Reshape to (B, H, D, S)), 
 transposes back — four ops whose composite is the identity. Each op is a view alone, but a Reshape of a
 transposed view must copy (here B·H·S·D elements per layer), and the chain hides the identity from every rule.
 
-How: for every maximal chain (each link the only reader of the previous output) of ≥ 2 layers, the composite is
-evaluated on an index tensor (iota = 0, 1, 2, … in the input's shape) at every shape point; the chain becomes
-    nothing      when the result is iota itself (readers use the input),
-    Transpose(p) when the result is iota.permute(p) for one p at every point,
-    Reshape(s)   when the result is iota in another shape (static shapes only: s is a constant).
-Anything else stays. Element counts above `max_fold_elements` are not evaluated (the chain stays).
+How: for every maximal chain (each link the only reader of the previous output) of ≥ 2 layers, the composite of
+each run of links is evaluated on an index tensor (iota = 0, 1, 2, … in the input's shape) at every shape point.
+When it equals iota.reshape(s).permute(p), the run becomes Reshape(s) then Transpose(p) — each dropped when it
+is the identity, the reshape kept only when s is the same at every point — if that is fewer layers. Both are
+views when the input is dense: ViT's q/k/v head split (Squeeze → Reshape(S, B·H, D) → Transpose → Reshape(B, H,
+S, D), a copy at the first Reshape) becomes a view. Runs that are not of this form stay.
+Element counts above `max_fold_elements` are not evaluated (the chain stays).
 """
 
 import torch
@@ -33,28 +34,32 @@ def _chain_from(g: Graph, head: Layer) -> list[Layer]:
         chain.append(users[0])
 
 
-def _permutation(iota: torch.Tensor, result: torch.Tensor) -> list[int] | None:
-    """p with iota.permute(p) == result, or None. Each output dim's step is the input stride it walks."""
-    if result.dim() != iota.dim() or sorted(result.shape) != sorted(iota.shape):
+def _reshape_then_permute(iota: torch.Tensor, result: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(s, p) with result == iota.reshape(s).permute(p), or None.
+
+    If such s, p exist, walking `result`'s dims in decreasing value step (the input stride each dim walks)
+    gives a contiguous tensor: that order q is p's inverse and s is `result` permuted by q."""
+    if result.numel() == 0:
         return None
-    flat = result.reshape(-1)
-    if flat.numel() == 0:
-        return None
-    unused = list(range(iota.dim()))
-    perm = []
+    steps = []
     for j in range(result.dim()):
-        step = int(flat[result.stride(j)] - flat[0]) if result.shape[j] > 1 else None
-        pick = next((d for d in unused if iota.shape[d] == result.shape[j]
-                     and (step is None or iota.stride(d) == step)), None)
-        if pick is None:
-            return None
-        unused.remove(pick)
-        perm.append(pick)
-    return perm if torch.equal(iota.permute(perm), result) else None
+        size = result.shape[j]
+        steps.append(int(result.narrow(j, 1, 1).reshape(-1)[0] - result.narrow(j, 0, 1).reshape(-1)[0])
+                     if size > 1 else None)
+    nonunit = [j for j in range(result.dim()) if steps[j] is not None]
+    order = list(range(result.dim()))          # size-1 dims keep their places; the others sorted by step
+    for pos, j in zip(nonunit, sorted(nonunit, key=lambda j: (-steps[j], j))):
+        order[pos] = j
+    walked = result.permute(order)
+    if not torch.equal(walked.reshape(-1), iota.reshape(-1)):
+        return None
+    perm = tuple(sorted(range(len(order)), key=order.__getitem__))
+    return tuple(walked.shape), perm
 
 
-def _composite(g: Graph, chain: list[Layer], max_elements: int) -> tuple[str, object] | None:
-    """("identity", None) | ("transpose", perm) | ("reshape", shape) holding at every shape point, or None."""
+def _composite(g: Graph, chain: list[Layer], max_elements: int) -> tuple[tuple[int, ...] | None, tuple[int, ...]] | None:
+    """(s, p): the chain equals Reshape(s) (None: no reshape) then Transpose(p), at every shape point; or None.
+    A reshape is kept only when s is the same at every point (it becomes a constant)."""
     xs = g.values(chain[0].inputs[0])
     if xs is None:
         return None
@@ -72,38 +77,43 @@ def _composite(g: Graph, chain: list[Layer], max_elements: int) -> tuple[str, ob
                     return None            # a shape computed on the device: not evaluable here
                 rest.append(vals[point] if name else None)
             cur = run_reference(layer, [cur, *rest])[0]
-        if cur.shape == iota.shape and torch.equal(cur, iota):
-            found.add(("identity", None))
-        elif (perm := _permutation(iota, cur)) is not None:
-            found.add(("transpose", tuple(perm)))
-        elif torch.equal(cur.reshape(-1), iota.reshape(-1)):
-            found.add(("reshape", tuple(cur.shape)))
-        else:
+        form = _reshape_then_permute(iota, cur)
+        if form is None:
             return None
-    if len(found) != 1:
-        return None             # different shapes at different points (a reshape with dynamic dims) or forms
-    return next(iter(found))
+        shape, perm = form
+        found.add((None if shape == tuple(x.shape) else shape, perm))
+    return next(iter(found)) if len(found) == 1 else None
 
 
-def _replace(net: Network, g: Graph, run: list[Layer], form, replace: dict, drop: set, rename: dict) -> None:
-    kind, arg = form
+def _replace(net: Network, g: Graph, run: list[Layer], form, replace: dict, drop: set, rename: dict) -> bool:
+    """Swap `run` for Reshape(s)/Transpose(p)/nothing when that is fewer layers; returns whether it did."""
+    shape, perm = form
+    identity_perm = perm == tuple(range(len(perm)))
+    needed = (shape is not None) + (not identity_perm)
     src, dst = run[0].inputs[0], run[-1].outputs[0]
+    if needed >= len(run) or (needed == 0 and g.is_output(dst) and len(run) == 1):
+        return False
     origin = [o for x in run for o in x.origin]
-    name = net.unique_name(f"{run[-1].name}/collapsed")
-    if kind == "identity" and not g.is_output(dst):
-        rename[dst] = src
-        new = []
-    elif kind == "identity":      # the name must survive: one Identity (a view, no kernel) instead of the run
-        new = [Layer(name, "Identity", [src], [dst], {}, origin)]
-    elif kind == "transpose":
-        new = [Layer(name, "Transpose", [src], [dst], {"perm": list(arg)}, origin)]
-    else:
-        shape = net.add_constant(net.unique_name(f"{name}/shape"), torch.tensor(list(arg), dtype=torch.int64))
-        new = [Layer(name, "Reshape", [src, shape], [dst], {"allowzero": 0}, origin)]
+    base = f"{run[-1].name}/collapsed"
+    new: list[Layer] = []
+    cur = src
+    if shape is not None:
+        out = dst if identity_perm else net.unique_name(f"{base}/reshaped")
+        const = net.add_constant(net.unique_name(f"{base}/shape"), torch.tensor(list(shape), dtype=torch.int64))
+        new.append(Layer(net.unique_name(f"{base}/reshape"), "Reshape", [cur, const], [out], {"allowzero": 0}, origin))
+        cur = out
+    if not identity_perm:
+        new.append(Layer(net.unique_name(f"{base}/transpose"), "Transpose", [cur], [dst], {"perm": list(perm)}, origin))
+    if not new:
+        if g.is_output(dst):    # the name must survive: one Identity (a view, no kernel)
+            new = [Layer(net.unique_name(base), "Identity", [src], [dst], {}, origin)]
+        else:
+            rename[dst] = src
     replace[id(run[-1])] = new
     drop.update(id(x) for x in run[:-1])
-    get_logger().verbose(f"view chain {' → '.join(x.op for x in run)} at {run[0].name!r} ⇒ {kind}"
-                         f"{'' if arg is None else ' ' + str(list(arg))}")
+    get_logger().verbose(f"view chain {' → '.join(x.op for x in run)} at {run[0].name!r} ⇒ "
+                         f"{' → '.join(x.op for x in new) or 'nothing'}")
+    return True
 
 
 def collapse_view_chains(net: Network, shape_points: list[dict] | None = None, max_fold_elements: int = 1 << 24,
@@ -122,8 +132,7 @@ def collapse_view_chains(net: Network, shape_points: list[dict] | None = None, m
         while i < len(chain) - 1:        # the longest collapsible run from each position, left to right
             for j in range(len(chain) - 1, i, -1):
                 form = _composite(g, chain[i:j + 1], max_fold_elements)
-                if form is not None:
-                    _replace(net, g, chain[i:j + 1], form, replace, drop, rename)
+                if form is not None and _replace(net, g, chain[i:j + 1], form, replace, drop, rename):
                     i = j
                     break
             i += 1

@@ -146,6 +146,19 @@ def test_layouts(case):
     assert_match(got, ref)
 
 
+@pytest.mark.parametrize("two_outputs", [False, True])
+def test_channels_last_inputs_give_channels_last_outputs(two_outputs):
+    """The chain iterates in the first full-shape input's memory order: a channels-last network stays so."""
+    x = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    ins = [torch.randn(3, 1, 1), x, torch.randn(2, 3, 4, 5)]             # per-channel γ, NHWC y, NCHW residual
+    steps = [("Mul", ["in0", "in1"], {}), ("Add", ["s0", "in2"], {})]
+    layer = chain(steps, [t.dtype for t in ins], ["float32"] * (1 + two_outputs),
+                  outputs=["s1", "s0"] if two_outputs else None)
+    got, ref, _ = run_both(layer, ins, block=32)
+    assert_match(got, ref)
+    assert all(g.is_contiguous(memory_format=torch.channels_last) and not g.is_contiguous() for g in got)
+
+
 def test_collapse_merges_contiguous_dims():
     assert collapse([2, 3, 4, 5], [[60, 20, 5, 1]]) == ([120], [[1]])
     assert collapse([2, 3, 4, 5], [[60, 20, 5, 1], [0, 1, 0, 0]]) == ([2, 3, 20], [[60, 20, 1], [0, 1, 0]])

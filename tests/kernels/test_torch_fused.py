@@ -93,3 +93,20 @@ def test_sdpa_scalar_and_vector_masks():
     for m in (torch.tensor(0.5), torch.randn(5)):
         got = TorchSDPA.build(layer("Attention", 4), {}, CPU)([q, k, v, m])[0]
         torch.testing.assert_close(got, ref("Attention", q, k, v, m), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("with_residual", [False, True])
+def test_matmul_epilogue_multiplies_a_transposed_input_in_memory_order(with_residual):
+    """A (S, B, K) view of a dense (B, S, K) tensor is multiplied without a copy and y comes back as the same
+    permutation of a dense result (rows_in_memory_order), equal to the reference."""
+    from tensorforge.ir import Layer, get_spec
+    from tensorforge.kernels.torch_fused import TorchMatMulEpilogue
+    torch.manual_seed(0)
+    a = torch.randn(2, 5, 8).transpose(0, 1)                      # (5, 2, 8), not contiguous
+    w, bias = torch.randn(8, 6), torch.randn(6)
+    ins = [a, w, bias] + ([torch.randn(5, 2, 6)] if with_residual else [])
+    layer = Layer("mm", "MatMulEpilogue", [f"i{k}" for k in range(len(ins))], ["y"], {"activation": "Relu"})
+    y = TorchMatMulEpilogue.build(layer, {}, torch.device("cpu"))(ins)[0]
+    want = get_spec("MatMulEpilogue").reference(*ins, activation="Relu")
+    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+    assert y.shape == (5, 2, 6) and y.transpose(0, 1).is_contiguous()

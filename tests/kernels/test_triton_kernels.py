@@ -126,3 +126,18 @@ def test_attention_fully_masked_row_with_nan_to_zero():
     assert torch.all(got[..., 0, :] == 0)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     assert torch.isnan(attention(q, k, v, keep, cfg=SMALL_ATT)[..., 0, :]).all()     # without the guard: NaN
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_gemm_tactic_on_a_transposed_input(trans_b):
+    """The Triton MatMulEpilogue tactic multiplies a transposed (S, B, K) view in memory order (no copy of a) and
+    honours trans_b; the result equals the op's reference."""
+    from tensorforge.ir import Layer
+    from tensorforge.kernels.triton_gemm import TritonGemmEpilogue
+    a = torch.randn(3, 4, 16).transpose(0, 1)
+    w = torch.randn(8, 16) if trans_b else torch.randn(16, 8)
+    ins = [a, w, torch.randn(8), torch.randn(4, 3, 8)]
+    attrs = {"trans_b": trans_b, "activation": "Sigmoid", "residual_first": 1}
+    layer = Layer("mm", "MatMulEpilogue", ["a", "w", "b", "r"], ["y"], attrs)
+    y = TritonGemmEpilogue.build(layer, SMALL_GEMM, torch.device("cpu"))(ins)[0]
+    torch.testing.assert_close(y, ref("MatMulEpilogue", *ins, **attrs), rtol=1e-4, atol=1e-4)
