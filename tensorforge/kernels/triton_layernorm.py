@@ -4,7 +4,8 @@ x is viewed as M rows of N = Π normalised dims. Rows up to MAX_SINGLE elements 
 x, statistics in float32 (mean, then Σ(x − mean)² — the two-pass form, no cancellation), one write of y:
 traffic 2·M·N·bytes + N·(γ, β). Longer rows loop over the row three times (sum, squared deviations,
 normalise): 3 reads + 1 write. float16/bfloat16 in and out, float32 inside (stash_type=1).
-Configs: warps per program; the block is the row length rounded up to a power of two.
+Configs: warps per program, and rows per program for short rows (ConvNeXt normalises 96 channels per pixel: one
+row per program leaves most lanes idle); the block is the row length rounded up to a power of two.
 """
 
 import torch
@@ -15,16 +16,28 @@ from .registry import tactic, triton_device_reason
 from .torch_fused import layernorm_y_only_reason
 
 MAX_SINGLE = 16384
+MAX_TILE = 8192          # elements of a multi-row tile (ROWS · BLOCK_N) held in registers
 
 
 @triton.jit
-def _layernorm_kernel(X, W, B, Y, N, stride_x, stride_y, eps, HAS_BIAS: tl.constexpr, SINGLE: tl.constexpr,
-                      BLOCK_N: tl.constexpr):
+def _layernorm_kernel(X, W, B, Y, M, N, stride_x, stride_y, eps, HAS_BIAS: tl.constexpr, SINGLE: tl.constexpr,
+                      BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     xr = X + row * stride_x
     yr = Y + row * stride_y
     cols = tl.arange(0, BLOCK_N)
-    if SINGLE:
+    if ROWS > 1:        # short rows (ConvNeXt's 96 channels): ROWS rows per program, a [ROWS, BLOCK_N] tile
+        rows = row * ROWS + tl.arange(0, ROWS)
+        mask = (rows[:, None] < M) & (cols[None, :] < N)
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        mean = tl.sum(x, axis=1) / N
+        d = tl.where(mask, x - mean[:, None], 0.0)
+        rstd = tl.rsqrt(tl.sum(d * d, axis=1) / N + eps)
+        y = d * rstd[:, None] * tl.load(W + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+        if HAS_BIAS:
+            y += tl.load(B + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+        tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+    elif SINGLE:
         mask = cols < N
         x = tl.load(xr + cols, mask=mask, other=0.0).to(tl.float32)
         mean = tl.sum(x, axis=0) / N
@@ -60,7 +73,7 @@ def _next_pow2(n: int) -> int:
     return 1 << max(4, (n - 1).bit_length())
 
 
-def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int | None = None):
+def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int | None = None, rows: int = 1):
     """Y of LayerNormalization(x, scale, bias) along dims axis..r−1 (launcher shared by the tactic and tests)."""
     axis = axis % x.dim()
     shape = x.shape[axis:]
@@ -78,13 +91,15 @@ def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int 
     b = bias.to(x.device).expand(shape).reshape(-1).contiguous() if bias is not None else w
     single = n <= MAX_SINGLE and block is None
     block_n = _next_pow2(n) if single else (block or 4096)
-    _layernorm_kernel[(m,)](x2, w, b, y, n, x2.stride(0), n, eps, HAS_BIAS=bias is not None, SINGLE=single,
-                            BLOCK_N=block_n, num_warps=warps)
+    rows = rows if single and rows > 1 and rows * block_n <= MAX_TILE else 1
+    _layernorm_kernel[(triton.cdiv(m, rows),)](x2, w, b, y, m, n, x2.stride(0), n, eps, HAS_BIAS=bias is not None,
+                                               SINGLE=single, BLOCK_N=block_n, ROWS=rows, num_warps=warps)
     return y
 
 
-@tactic("LayerNormalization", name="triton_rowwise", configs=[{"warps": 4}, {"warps": 8}, {"warps": 16}, {"warps": 2}],
-        priority=10)
+@tactic("LayerNormalization", name="triton_rowwise",
+        configs=[{"warps": 4}, {"warps": 8}, {"warps": 16}, {"warps": 2}, {"warps": 4, "rows": 8},
+                 {"warps": 4, "rows": 32}], priority=10)
 class TritonLayerNorm:
     @staticmethod
     def supports(layer, device):
@@ -100,5 +115,6 @@ class TritonLayerNorm:
 
         def run(inputs):
             x = inputs[0]
-            return [layernorm(x, inputs[1], inputs[2] if len(inputs) > 2 else None, axis, eps, warps)]
+            return [layernorm(x, inputs[1], inputs[2] if len(inputs) > 2 else None, axis, eps, warps,
+                              rows=int(cfg.get("rows", 1)))]
         return run

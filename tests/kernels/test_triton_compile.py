@@ -20,6 +20,7 @@ from triton.compiler import ASTSource
 from tensorforge.ir import Layer
 from tensorforge.codegen import generate_pointwise
 from tensorforge.kernels import triton_attention, triton_gemm, triton_layernorm, triton_softmax
+from tensorforge.kernels import triton_add_layernorm, triton_conv_epilogue, triton_pool
 from tensorforge.kernels.generated import load_module, register_sources, source_hash
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -36,8 +37,8 @@ def compile_(name, fn, sig, consts, warps=4, stages=3, attrs=None):
 ptrs = lambda names, t: {n: t for n in names}
 for dt in ("*fp32", "*fp16", "*bf16"):
     compile_(f"layernorm{dt}", triton_layernorm._layernorm_kernel,
-             {**ptrs("XWBY", dt), "N": "i32", "stride_x": "i32", "stride_y": "i32", "eps": "fp32"},
-             {"HAS_BIAS": True, "SINGLE": dt != "*fp32", "BLOCK_N": 1024})
+             {**ptrs("XWBY", dt), "M": "i32", "N": "i32", "stride_x": "i32", "stride_y": "i32", "eps": "fp32"},
+             {"HAS_BIAS": True, "SINGLE": dt != "*fp32", "BLOCK_N": 1024, "ROWS": 1 if dt != "*fp16" else 8})
     compile_(f"softmax{dt}", triton_softmax._softmax_kernel, {**ptrs("XY", dt), "N": "i32", "stride_x": "i32",
              "stride_y": "i32"}, {"LOG": dt == "*bf16", "SINGLE": dt == "*fp16", "BLOCK_N": 2048})
 gemm_sig = {"M N K s_ab s_am s_ak s_bb s_bk s_bn s_rb s_rm s_rn s_cb s_cm s_cn".split()[i]: "i32" for i in range(15)}
@@ -58,6 +59,16 @@ for dt, kind in (("*fp16", 1), ("*bf16", 2), ("*fp32", 0)):
              {**ptrs(["Q", "K", "V", "O"], dt), "Mask": mask, **att_sig, "qk_scale": "fp32"},
              {"MASK_KIND": kind, "NAN_TO_ZERO": kind == 2, "PRECISION": "tf32" if dt == "*fp32" else "ieee",
               "BM": cfg["BM"], "BN": cfg["BN"], "BD": 64, "BDV": 64}, cfg["warps"], cfg["stages"])
+for dt in ("*fp16", "*fp32"):
+    compile_(f"add_layernorm{dt}", triton_add_layernorm._add_layernorm_kernel,
+             {**ptrs(["A", "B", "W", "Bias", "S", "Y"], dt), **{n: "i32" for n in "R1 N sa0 sa1 sb0 sb1".split()},
+              "eps": "fp32"}, {"HAS_BIAS": True, "BLOCK_N": 1024})
+    compile_(f"conv_epilogue{dt}", triton_conv_epilogue._conv_epilogue_kernel,
+             {**ptrs(["Y", "Bias", "R"], dt), "numel": "i32", "C": "i32", "HW": "i32", "alpha": "fp32", "beta": "fp32"},
+             {"HAS_BIAS": True, "HAS_RES": True, "RES_FIRST": False, "ACT": "HardSwish",
+              "CHANNELS_LAST": dt == "*fp16", "INT64": False, "BLOCK": 1024})
+    compile_(f"gap{dt}", triton_pool._gap_kernel, {**ptrs("XY", dt), **{n: "i32" for n in "C S s_n s_c s_s".split()}},
+             {"BLOCK_C": 32, "BLOCK_HW": 32})
 
 nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
 for dt, tdt in (("float32", torch.float32), ("float16", torch.float16)):
@@ -90,7 +101,7 @@ def test_every_triton_kernel_compiles_for_sm90():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
-    assert len(report) == 6 + 4 + 3 + 4 and all(r["cubin"] > 0 for r in report.values())
+    assert len(report) == 6 + 4 + 3 + 6 + 4 and all(r["cubin"] > 0 for r in report.values())
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]
         assert gelu["vector_loads"] >= 1 and gelu["div_full"] == 0

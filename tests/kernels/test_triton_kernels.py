@@ -30,6 +30,15 @@ def test_layernorm(shape, axis, bias, block):
     torch.testing.assert_close(got, ref("LayerNormalization", x, w, b, axis=axis, epsilon=1e-5), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("rows", [4, 8])
+@pytest.mark.parametrize("bias", [True, False])
+def test_layernorm_several_rows_per_program(rows, bias):
+    x = torch.randn(2, 7, 12) * 2 - 1                 # 14 rows: the last program is partly masked
+    w, b = torch.randn(12), (torch.randn(12) if bias else None)
+    got = layernorm(x, w, b, -1, 1e-5, warps=1, rows=rows)
+    torch.testing.assert_close(got, ref("LayerNormalization", x, w, b, axis=-1, epsilon=1e-5), rtol=1e-5, atol=1e-5)
+
+
 def test_layernorm_half():
     x, w, b = torch.randn(4, 64).half() * 4, torch.randn(64).half(), torch.randn(64).half()
     got = layernorm(x, w, b, -1, 1e-5, warps=1)

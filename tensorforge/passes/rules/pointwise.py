@@ -9,7 +9,9 @@ output is not a known value), and its output has the group's iteration shape at 
 smaller operands (bias vectors, scalars) are broadcast inputs. Single-element constants become literals
 in the program. Two groups merge only if no path leaves the merged group and comes back into it (the
 chain must run as one step). A member read outside the group is an extra chain output. Each chain of ≥ 2
-layers saves one write and one read of every intermediate: 2·bytes(t) per fused edge.
+layers saves one write and one read of every intermediate: 2·bytes(t) per fused edge. A lone layer that
+broadcasts a computed tensor (x · s[n, c]) is a chain too: the generated kernel is vectorised where torch's
+broadcast kernel is not.
 Cost: union–find over the layers plus a bounded search per merge.
 """
 
@@ -140,6 +142,26 @@ def _chain_layer(net: Network, members: list[int], g: Graph) -> Layer:
     return Layer(net.unique_name(f"{last.name}/chain"), "PointwiseChain", ins, outs, attrs, origin)
 
 
+def _broadcasts(g: Graph, layer: Layer) -> bool:
+    """A lone layer still becomes a chain when it broadcasts a tensor operand (squeeze-excite's x · s[n, c], a
+    per-channel scale): torch runs such ops through its generic strided kernel, the generated one vectorises."""
+    out = g.shape(layer.outputs[0])
+    if out is None:
+        return False
+    for i in layer.inputs:
+        shape = g.shape(i) if i else None
+        if shape is not None and shape != out and g.constant(i) is None and 1 < _numel(shape):
+            return True
+    return False
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= max(d, 0)
+    return n
+
+
 def group_pointwise_chains(net: Network, shape_points: list[dict] | None = None, rejections: list | None = None,
                            max_fold_elements: int = 1 << 24, **_) -> int:
     g = Graph(net, shape_points or [], max_fold_elements)
@@ -176,7 +198,7 @@ def group_pointwise_chains(net: Network, shape_points: list[dict] | None = None,
     chains: dict[int, Layer] = {}
     drop: set[int] = set()
     for root, members in members_of.items():
-        if groups.find(root) != root or len(members) < 2:
+        if groups.find(root) != root or (len(members) < 2 and not _broadcasts(g, net.layers[root])):
             continue
         order = sorted(members)
         chains[order[-1]] = _chain_layer(net, order, g)
