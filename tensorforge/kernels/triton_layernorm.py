@@ -20,16 +20,18 @@ MAX_TILE = 8192          # elements of a multi-row tile (ROWS · BLOCK_N) held i
 
 
 @triton.jit
-def _layernorm_kernel(X, W, B, Y, M, N, stride_x, stride_y, eps, HAS_BIAS: tl.constexpr, SINGLE: tl.constexpr,
-                      BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
+def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stride_y, eps, HAS_BIAS: tl.constexpr,
+                      SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
+    # row r of x starts at (r // R1)·stride_x0 + (r % R1)·stride_x; its columns are stride_xc apart
     row = tl.program_id(0).to(tl.int64)
-    xr = X + row * stride_x
+    xr = X + (row // R1) * stride_x0 + (row % R1) * stride_x
     yr = Y + row * stride_y
     cols = tl.arange(0, BLOCK_N)
     if ROWS > 1:        # short rows (ConvNeXt's 96 channels): ROWS rows per program, a [ROWS, BLOCK_N] tile
         rows = row * ROWS + tl.arange(0, ROWS)
         mask = (rows[:, None] < M) & (cols[None, :] < N)
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        start = (rows // R1) * stride_x0 + (rows % R1) * stride_x
+        x = tl.load(X + start[:, None] + cols[None, :] * stride_xc, mask=mask, other=0.0).to(tl.float32)
         mean = tl.sum(x, axis=1) / N
         d = tl.where(mask, x - mean[:, None], 0.0)
         rstd = tl.rsqrt(tl.sum(d * d, axis=1) / N + eps)
@@ -39,7 +41,7 @@ def _layernorm_kernel(X, W, B, Y, M, N, stride_x, stride_y, eps, HAS_BIAS: tl.co
         tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
     elif SINGLE:
         mask = cols < N
-        x = tl.load(xr + cols, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(xr + cols * stride_xc, mask=mask, other=0.0).to(tl.float32)
         mean = tl.sum(x, axis=0) / N
         d = tl.where(mask, x - mean, 0.0)
         rstd = tl.rsqrt(tl.sum(d * d, axis=0) / N + eps)
@@ -51,18 +53,18 @@ def _layernorm_kernel(X, W, B, Y, M, N, stride_x, stride_y, eps, HAS_BIAS: tl.co
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for start in range(0, N, BLOCK_N):
             c = start + cols
-            acc += tl.load(xr + c, mask=c < N, other=0.0).to(tl.float32)
+            acc += tl.load(xr + c * stride_xc, mask=c < N, other=0.0).to(tl.float32)
         mean = tl.sum(acc, axis=0) / N
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for start in range(0, N, BLOCK_N):
             c = start + cols
-            d = tl.where(c < N, tl.load(xr + c, mask=c < N, other=0.0).to(tl.float32) - mean, 0.0)
+            d = tl.where(c < N, tl.load(xr + c * stride_xc, mask=c < N, other=0.0).to(tl.float32) - mean, 0.0)
             acc += d * d
         rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
         for start in range(0, N, BLOCK_N):
             c = start + cols
             m = c < N
-            y = (tl.load(xr + c, mask=m, other=0.0).to(tl.float32) - mean) * rstd
+            y = (tl.load(xr + c * stride_xc, mask=m, other=0.0).to(tl.float32) - mean) * rstd
             y = y * tl.load(W + c, mask=m, other=0.0).to(tl.float32)
             if HAS_BIAS:
                 y += tl.load(B + c, mask=m, other=0.0).to(tl.float32)
@@ -73,18 +75,47 @@ def _next_pow2(n: int) -> int:
     return 1 << max(4, (n - 1).bit_length())
 
 
-def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int | None = None, rows: int = 1):
-    """Y of LayerNormalization(x, scale, bias) along dims axis..r−1 (launcher shared by the tactic and tests)."""
+def _strided_rows(x: torch.Tensor):
+    """(R1, outer stride, row stride, column stride) reading x (…, N) in place as M rows of N: the leading dims
+    merge into at most two strided dims (outer, R1 rows), or None. ConvNeXt's LayerNorm reads Transpose(NCHW
+    conv output) = (B, H, W, C): columns (channels) H·W apart, rows (pixels) adjacent, images B·C·H·W apart;
+    read in place it needs no transposing copy first."""
+    groups: list[list[int]] = []          # [size, stride] of merged leading dims, outermost first
+    for size, stride in zip(x.shape[:-1], x.stride()[:-1]):
+        if size == 1:
+            continue
+        if groups and groups[-1][1] == stride * size:
+            groups[-1] = [groups[-1][0] * size, stride]
+        else:
+            groups.append([size, stride])
+    if len(groups) > 2:
+        return None
+    while len(groups) < 2:
+        groups.insert(0, [1, 0])
+    (_, outer), (r1, inner) = groups
+    return r1, outer, inner, x.stride(-1)
+
+
+def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int | None = None, rows: int = 1,
+              strided: bool = False):
+    """Y of LayerNormalization(x, scale, bias) along dims axis..r−1 (launcher shared by the tactic and tests).
+    `strided`: read a last-axis x through its strides where the rows allow it (else x is made contiguous first)."""
     axis = axis % x.dim()
     shape = x.shape[axis:]
     n = 1
     for d in shape:
         n *= d
-    x2 = x.reshape(-1, n) if n else x.reshape(0, 0)
-    if not x2.is_contiguous():
-        x2 = x2.contiguous()
+    in_place = strided and axis == x.dim() - 1 and 0 < n <= MAX_SINGLE and block is None and not x.is_contiguous()
+    view = _strided_rows(x) if in_place else None
+    if view is not None:
+        x2, (r1, stride_outer, stride_row, stride_col) = x, view
+    else:
+        x2 = x.reshape(-1, n) if n else x.reshape(0, 0)
+        if not x2.is_contiguous():
+            x2 = x2.contiguous()
+        r1, stride_outer, stride_row, stride_col = max(1, x2.shape[0]), 0, n, 1
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    m = x2.shape[0]
+    m = x.numel() // n if n else 0
     if m == 0 or n == 0:
         return y
     w = scale.to(x.device).expand(shape).reshape(-1).contiguous()
@@ -92,14 +123,16 @@ def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int 
     single = n <= MAX_SINGLE and block is None
     block_n = _next_pow2(n) if single else (block or 4096)
     rows = rows if single and rows > 1 and rows * block_n <= MAX_TILE else 1
-    _layernorm_kernel[(triton.cdiv(m, rows),)](x2, w, b, y, m, n, x2.stride(0), n, eps, HAS_BIAS=bias is not None,
-                                               SINGLE=single, BLOCK_N=block_n, ROWS=rows, num_warps=warps)
+    _layernorm_kernel[(triton.cdiv(m, rows),)](x2, w, b, y, m, n, r1, stride_outer, stride_row, stride_col, n, eps,
+                                               HAS_BIAS=bias is not None, SINGLE=single, BLOCK_N=block_n, ROWS=rows,
+                                               num_warps=warps)
     return y
 
 
 @tactic("LayerNormalization", name="triton_rowwise",
         configs=[{"warps": 4}, {"warps": 8}, {"warps": 16}, {"warps": 2}, {"warps": 4, "rows": 8},
-                 {"warps": 4, "rows": 32}], priority=10)
+                 {"warps": 4, "rows": 32}, {"warps": 4, "rows": 32, "strided": 1},
+                 {"warps": 8, "rows": 64, "strided": 1}], priority=10)
 class TritonLayerNorm:
     @staticmethod
     def supports(layer, device):
@@ -116,5 +149,5 @@ class TritonLayerNorm:
         def run(inputs):
             x = inputs[0]
             return [layernorm(x, inputs[1], inputs[2] if len(inputs) > 2 else None, axis, eps, warps,
-                              rows=int(cfg.get("rows", 1)))]
+                              rows=int(cfg.get("rows", 1)), strided=bool(cfg.get("strided", 0)))]
         return run

@@ -37,7 +37,8 @@ def compile_(name, fn, sig, consts, warps=4, stages=3, attrs=None):
 ptrs = lambda names, t: {n: t for n in names}
 for dt in ("*fp32", "*fp16", "*bf16"):
     compile_(f"layernorm{dt}", triton_layernorm._layernorm_kernel,
-             {**ptrs("XWBY", dt), "M": "i32", "N": "i32", "stride_x": "i32", "stride_y": "i32", "eps": "fp32"},
+             {**ptrs("XWBY", dt), **{n: "i32" for n in "M N R1 stride_x0 stride_x stride_xc stride_y".split()},
+              "eps": "fp32"},
              {"HAS_BIAS": True, "SINGLE": dt != "*fp32", "BLOCK_N": 1024, "ROWS": 1 if dt != "*fp16" else 8})
     compile_(f"softmax{dt}", triton_softmax._softmax_kernel, {**ptrs("XY", dt), "N": "i32", "stride_x": "i32",
              "stride_y": "i32"}, {"LOG": dt == "*bf16", "SINGLE": dt == "*fp16", "BLOCK_N": 2048})

@@ -39,6 +39,25 @@ def test_layernorm_several_rows_per_program(rows, bias):
     torch.testing.assert_close(got, ref("LayerNormalization", x, w, b, axis=-1, epsilon=1e-5), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("rows", [1, 8])
+def test_layernorm_reads_a_transposed_input_in_place(rows):
+    """ConvNeXt: LayerNorm over channels of Transpose(NCHW) — columns H·W apart — read without a copy."""
+    x = (torch.randn(2, 12, 3, 5) * 2).permute(0, 2, 3, 1)          # (2, 3, 5, 12), channels strided by 15
+    w, b = torch.randn(12), torch.randn(12)
+    got = layernorm(x, w, b, -1, 1e-5, warps=1, rows=rows, strided=True)
+    torch.testing.assert_close(got, ref("LayerNormalization", x, w, b, axis=-1, epsilon=1e-5), rtol=1e-5, atol=1e-5)
+    assert got.is_contiguous()
+
+
+def test_layernorm_strided_rows_that_do_not_merge_are_copied_first():
+    from tensorforge.kernels.triton_layernorm import _strided_rows
+    x = torch.randn(2, 3, 4, 5, 6).permute(2, 0, 3, 1, 4)            # three row groups: no 2-level indexing
+    assert _strided_rows(x) is None
+    w = torch.randn(6)
+    got = layernorm(x, w, None, -1, 1e-5, warps=1, rows=4, strided=True)
+    torch.testing.assert_close(got, ref("LayerNormalization", x, w, None, axis=-1, epsilon=1e-5), rtol=1e-5, atol=1e-5)
+
+
 def test_layernorm_half():
     x, w, b = torch.randn(4, 64).half() * 4, torch.randn(64).half(), torch.randn(64).half()
     got = layernorm(x, w, b, -1, 1e-5, warps=1)
