@@ -53,7 +53,10 @@ def markdown(res: dict) -> str:
                 acc_txt = f"{'FAIL: ' if acc.get('pass') is False else 'n/a: '}{acc['note']}"
             else:
                 ok = acc.get("pass", acc.get("allclose_1e-3_1e-4"))
-                acc_txt = f"{'pass' if ok else 'FAIL'} (rel {acc['rel_to_max']:.1e}, cos {acc['cosine']:.5f})"
+                acc_txt = f"{'pass' if ok else 'FAIL'} (rel {acc['rel_to_max']:.1e}, cos {acc['cosine']:.5f}"
+                if "torch_fp16_rel_to_max" in acc:
+                    acc_txt += f"; torch fp16 rel {acc['torch_fp16_rel_to_max']:.1e}"
+                acc_txt += ")"
             cells = [_ms(row["runners"].get(r)) for r in RUNNERS]
             lines.append(f"| {row['model']} | {row['batch']} | {row['dtype']} | " + " | ".join(cells) +
                          f" | {row.get('ratio_vs_compile_graph') or '—'} | {acc_txt} |")

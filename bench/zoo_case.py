@@ -4,7 +4,8 @@ peers timed side by side, the engine's accuracy against onnxruntime fp32 on the 
 Entry point: `run_case(name, module, onnx_bytes, dtype, batch, ...)` → dict (one row of the results table).
 The engine is built from the fp32 ONNX export with --fp16 semantics for "fp16" (inputs and outputs stay fp32, as
 TensorRT does); the peers run the module converted with .half() on half inputs. fp32 runs allow TF32 everywhere.
-Tolerance (documented in bench/README.md): fp16 engines pass when max|engine − ort| ≤ 2e-2 · max|ort| and cosine ≥ 0.999.
+Tolerance (documented in bench/README.md): fp16 engines pass when max|engine − ort| ≤ 2e-2 · max|ort| and cosine ≥ 0.999,
+or when the error is within 1.5× that of PyTorch's own fp16 run of the model (and cosine ≥ 0.999).
 """
 
 import copy
@@ -51,6 +52,19 @@ def compare(got: np.ndarray, want: np.ndarray, fp16: bool) -> dict:
     return out
 
 
+def judge_against_torch_fp16(acc: dict, peer: dict) -> None:
+    """An fp16 engine also passes when its error is within 1.5× that of PyTorch running the same model in fp16
+    (random-weight networks can amplify fp16 rounding beyond the fixed 2e-2: resnet50's fp32+TF32 run alone
+    is 2.6e-2 off): the engine is then as accurate as fp16 execution of the model, which is what a user gets."""
+    if "rel_to_max" not in peer:
+        return
+    acc["torch_fp16_rel_to_max"] = peer["rel_to_max"]
+    acc["torch_fp16_cosine"] = peer["cosine"]
+    if not acc.get("pass") and acc["cosine"] >= FP16_MIN_COSINE and acc["rel_to_max"] <= 1.5 * peer["rel_to_max"]:
+        acc["pass"] = True
+        acc["passed_by"] = "within 1.5× of PyTorch's own fp16 error"
+
+
 def run_case(name: str, module: torch.nn.Module, onnx_bytes: bytes, dtype: str, batch: int, iters: int,
              warmup: int, use_compile: bool, cache_path: str | None, accuracy: bool, profile: bool, log) -> dict:
     row: dict = {"model": name, "batch": batch, "dtype": dtype}
@@ -66,9 +80,11 @@ def run_case(name: str, module: torch.nn.Module, onnx_bytes: bytes, dtype: str, 
     x = x_cpu.cuda()
     bound = ctx.bind_inputs({"input": x}) or {"input": x}
     row["graphs"], row["graph_note"] = ctx.graphs_enabled, ctx.graph_disabled_reason
+    want = None
     if accuracy:
         got = ctx.run({"input": x})["output"].float().cpu().numpy()
-        row["accuracy_vs_ort_fp32"] = compare(got, ort_reference(onnx_bytes, x_cpu.numpy()), dtype == "fp16")
+        want = ort_reference(onnx_bytes, x_cpu.numpy())
+        row["accuracy_vs_ort_fp32"] = compare(got, want, dtype == "fp16")
     if profile:
         prof = profile_layers(ctx, {"input": x}, iterations=10)
         rows = sorted(prof.rows(), key=lambda r: -r["timeMs"])
@@ -79,6 +95,13 @@ def run_case(name: str, module: torch.nn.Module, onnx_bytes: bytes, dtype: str, 
     if dtype == "fp16":
         model = model.half()
         xp = x.half() if x.is_floating_point() else x
+    if want is not None and dtype == "fp16" and "rel_to_max" in row["accuracy_vs_ort_fp32"]:
+        try:
+            with torch.inference_mode():    # PyTorch's own fp16 run of the model: the error fp16 itself costs
+                peer = model(xp).float().cpu().numpy()
+            judge_against_torch_fp16(row["accuracy_vs_ort_fp32"], compare(peer, want, True))
+        except Exception as e:  # noqa: BLE001 - the engine's own numbers stand; the comparison is reported missing
+            row["accuracy_vs_ort_fp32"]["torch_fp16_error"] = f"{type(e).__name__}: {str(e)[:200]}"
     runners = {"tensorforge": lambda: ctx.run(bound, copy_outputs=False)}
     runners.update(torch_peers(model, (xp,), use_compile=use_compile))
     times = {}
