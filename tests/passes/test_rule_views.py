@@ -115,3 +115,32 @@ def test_triton_add_layernorm_refuses_what_it_cannot_do():
     assert "stash_type" in TritonAddLayerNorm.supports(layer, torch.device("cuda"))
     with pytest.raises(ValueError, match="differ in shape"):
         add_layernorm(torch.zeros(2, 4), torch.zeros(1, 4), torch.ones(4), None, 1e-5)
+
+
+def _gemm_residual_block(stream_read_twice: bool):
+    """h = x·W + c + r;  y = LN(h);  out = y (+ h when the sum is a residual stream read twice)."""
+    rng = np.random.default_rng(4)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["p"]), helper.make_node("Add", ["p", "c"], ["pc"]),
+             helper.make_node("Add", ["pc", "r"], ["h"]),
+             helper.make_node("LayerNormalization", ["h", "g", "b"], ["y" if stream_read_twice else "out"], axis=-1)]
+    if stream_read_twice:
+        nodes.append(helper.make_node("Add", ["y", "h"], ["out"]))
+    inits = [("w", rng.standard_normal((8, 8)).astype(np.float32)), ("c", rng.standard_normal(8).astype(np.float32)),
+             ("g", rng.standard_normal(8).astype(np.float32)), ("b", rng.standard_normal(8).astype(np.float32))]
+    model = _model(nodes, [("x", [2, 3, 8]), ("r", [2, 3, 8])], ["out"], inits)
+    feeds = {"x": rng.standard_normal((2, 3, 8)).astype(np.float32), "r": rng.standard_normal((2, 3, 8)).astype(np.float32)}
+    return model, feeds
+
+
+def test_gemm_residual_moves_into_the_fused_layernorm_when_the_sum_is_a_stream():
+    model, feeds = _gemm_residual_block(stream_read_twice=True)
+    engine, _ = check_fused(model, feeds)
+    layers = {layer.op: layer for layer in engine.data.layers}
+    assert "LayerNormalization" not in layers and "AddLayerNormalization" in layers
+    assert len(layers["MatMulEpilogue"].inputs) == 3            # product + bias; the residual went to the norm
+
+
+def test_gemm_residual_stays_in_the_epilogue_when_only_the_layernorm_reads_the_sum():
+    model, feeds = _gemm_residual_block(stream_read_twice=False)
+    engine, text = check_fused(model, feeds)
+    assert "AddLayerNormalization" not in ops(engine) and "the LayerNorm is the only reader" in text

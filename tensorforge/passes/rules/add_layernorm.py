@@ -13,17 +13,42 @@ from ...util.log import get_logger
 from ..pattern import Graph
 from .base import Rejection
 
-RULE_NAME = "Add(a, b) → LayerNorm ⇒ AddLayerNormalization(a, b) → (Y, a + b)"
+RULE_NAME = "Add(a, b) → LayerNorm ⇒ AddLayerNormalization(a, b) → (Y, a + b)"    # also a GEMM's residual add
 
 
-def _reason(g: Graph, add: Layer | None, ln: Layer) -> str | None:
-    if add is None or add.op != "Add":
-        return "its input is not produced by an Add"
+def _operands(g: Graph, producer: Layer | None) -> tuple[list[str] | None, str | None]:
+    """The two summands of the LayerNorm's input, or (None, reason).
+
+    An Add gives its operands. A MatMulEpilogue whose residual is added last (residual_first=0, or no activation)
+    gives (its product without the residual, the residual) — taken only when its output is also read elsewhere
+    (GPT-2's pre-norm residual stream): the GEMM then skips its residual pass (a separate add kernel behind
+    cuBLAS) and the fused kernel adds it while it normalises. When the LayerNorm is the only reader (BERT's
+    post-norm), the epilogue keeps the residual (the fused kernel would also write an unread sum)."""
+    if producer is None:
+        return None, "its input is a network input or constant"
+    if producer.op == "Add":
+        return list(producer.inputs), None
+    if producer.op == "MatMulEpilogue":
+        if len(producer.inputs) < 4 or not producer.inputs[3]:
+            return None, "the MatMulEpilogue adds no residual"
+        a = producer.attrs
+        if a.get("residual_first", 0) and a.get("activation", "none") != "none":
+            return None, "the MatMulEpilogue adds its residual before the activation"
+        if len(g.consumers(producer.outputs[0])) < 2 and not g.is_output(producer.outputs[0]):
+            return None, "the LayerNorm is the only reader of the sum (the GEMM epilogue keeps the residual)"
+        return [producer.outputs[0], producer.inputs[3]], None
+    return None, f"its input is produced by {producer.op}, not by an Add or a residual GEMM epilogue"
+
+
+def _reason(g: Graph, producer: Layer | None, ln: Layer) -> str | None:
+    operands, why = _operands(g, producer)
+    if why:
+        return why
     if len(ln.outputs) != 1 or not ln.outputs[0]:
         return "the LayerNorm also returns Mean/InvStdDev"
     if ln.attrs.get("stash_type", 1) != 1:
         return f"stash_type={ln.attrs.get('stash_type')}"
-    a, b = add.inputs
+    a, b = operands
     if g.constant(a) is not None or g.constant(b) is not None:
         return "an Add operand is a constant (a bias, not a residual)"
     x = ln.inputs[0]
@@ -38,42 +63,56 @@ def _reason(g: Graph, add: Layer | None, ln: Layer) -> str | None:
     return None
 
 
+def _fused(net: Network, producer: Layer, ln: Layer) -> list[Layer]:
+    """The layers replacing `producer` (the LayerNorm goes): [AddLayerNormalization] for an Add;
+    [MatMulEpilogue without its residual, AddLayerNormalization] for a residual GEMM epilogue."""
+    origin = producer.origin + [o for o in ln.origin if o not in producer.origin]
+    name = net.unique_name(f"{ln.name}/add_layernorm")
+    if producer.op == "Add":
+        return [Layer(name, "AddLayerNormalization", [*producer.inputs, *ln.inputs[1:]],
+                      [ln.outputs[0], producer.outputs[0]], dict(ln.attrs), origin)]
+    product = net.unique_name(f"{producer.name}/product")
+    net.tensors[product] = TensorInfo(product)
+    gemm = Layer(producer.name, producer.op, producer.inputs[:3], [product], dict(producer.attrs),
+                 list(producer.origin), precision=producer.precision)
+    return [gemm, Layer(name, "AddLayerNormalization", [product, producer.inputs[3], *ln.inputs[1:]],
+                        [ln.outputs[0], producer.outputs[0]], dict(ln.attrs), origin)]
+
+
 def fuse_add_layernorm(net: Network, shape_points: list[dict] | None = None, max_fold_elements: int = 1 << 24,
                        rejections: list | None = None, **_) -> int:
-    """Replace every (Add → LayerNormalization over the last axis) by one AddLayerNormalization at the Add's
-    position, outputs [Y, sum]; other readers of the sum read the fused layer's second output."""
+    """Replace every (Add or residual MatMulEpilogue → LayerNormalization over the last axis) by an
+    AddLayerNormalization at the producer's position, outputs [Y, sum]; other readers of the sum read the fused
+    layer's second output."""
     g = Graph(net, shape_points or [], max_fold_elements)
     position = {id(layer): i for i, layer in enumerate(net.layers)}
-    replace: dict[int, Layer] = {}
+    replace: dict[int, list[Layer]] = {}
     drop: set[int] = set()
     log = get_logger()
     for ln in net.layers:
         if ln.op != "LayerNormalization":
             continue
-        add = g.producer(ln.inputs[0])
-        why = _reason(g, add, ln)
-        if why is None and id(add) in replace:
-            why = "the Add already feeds another fused LayerNorm"
-        if why is None:    # the fused layer sits where the Add was: γ and β must exist by then
+        producer = g.producer(ln.inputs[0])
+        why = _reason(g, producer, ln)
+        if why is None and id(producer) in replace:
+            why = "the sum already feeds another fused LayerNorm"
+        if why is None:    # the fused layer sits where the producer was: γ and β must exist by then
             late = [i for i in ln.inputs[1:] if i and g.producer(i) is not None
-                    and position[id(g.producer(i))] > position[id(add)]]
-            why = f"{late[0]!r} is computed after the Add" if late else None
+                    and position[id(g.producer(i))] > position[id(producer)]]
+            why = f"{late[0]!r} is computed after the sum" if late else None
         if why:
             rej = Rejection(RULE_NAME, ln.name, why)
             log.verbose(str(rej))
             if rejections is not None:
                 rejections.append(rej)
             continue
-        fused = Layer(net.unique_name(f"{ln.name}/add_layernorm"), "AddLayerNormalization",
-                      [*add.inputs, *ln.inputs[1:]], [ln.outputs[0], add.outputs[0]], dict(ln.attrs),
-                      add.origin + [o for o in ln.origin if o not in add.origin])
-        replace[id(add)] = fused
+        replace[id(producer)] = _fused(net, producer, ln)
         drop.add(id(ln))
     if not replace:
         return 0
-    net.layers = [replace.get(id(layer), layer) for layer in net.layers if id(layer) not in drop]
-    for layer in replace.values():
-        for o in layer.outputs:
+    net.layers = [new for layer in net.layers if id(layer) not in drop for new in replace.get(id(layer), [layer])]
+    for layers in replace.values():
+        for o in (o for layer in layers for o in layer.outputs):
             net.tensors.setdefault(o, TensorInfo(o))
     log.verbose(f"rule {RULE_NAME}: applied {len(replace)} time(s)")
     return len(replace)
