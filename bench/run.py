@@ -69,6 +69,13 @@ def main(argv=None) -> int:
                            "tensorforge": tensorforge.__version__, "iters": args.iters, "warmup": args.warmup,
                            "args": vars(args)},
            "gelu": [], "zoo": [], "build_cost": None, "skipped": []}
+    # --append: read the earlier results now — the partial writes after each case replace that file
+    previous = _load(os.path.join(args.out_dir, f"{stem}.json")) if args.append else None
+
+    def merged() -> dict:       # what gets written: this run's rows over the earlier run's (when --append)
+        if previous is None:
+            return res
+        return _merge_previous({**res, "environment": dict(res["environment"])}, previous)
 
     if "gelu" not in skip:
         import gelu_case
@@ -139,11 +146,10 @@ def main(argv=None) -> int:
                         res["zoo"].append({"model": name, "batch": batch, "dtype": dtype,
                                            "error": f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"})
                     release()
-                    _write(res, args, stem, plots=False)       # partial results survive a killed run
+                    _write(merged(), args, stem, plots=False)  # partial results survive a killed run
 
     res["environment"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
-    if args.append:
-        res = _merge_previous(res, os.path.join(args.out_dir, f"{stem}.json"))
+    res = merged()
     report_files = _write(res, args, stem)
     log("wrote " + ", ".join(report_files))
     import report
@@ -161,16 +167,21 @@ def release() -> None:
     torch.cuda.empty_cache()
 
 
-def _merge_previous(res: dict, path: str) -> dict:
-    """Rows of an earlier run (same stem) for the cases this run did not measure."""
+def _load(path: str) -> dict | None:
     import json
     if not os.path.exists(path):
-        return res
+        return None
     with open(path) as f:
-        old = json.load(f)
+        return json.load(f)
+
+
+def _merge_previous(res: dict, old: dict) -> dict:
+    """Rows of an earlier run (same stem) for the cases this run did not measure."""
     key = lambda r: (r.get("model"), r.get("batch"), r.get("dtype"))  # noqa: E731
     done = {key(r) for r in res["zoo"]}
-    res["zoo"] = [r for r in old.get("zoo", []) if key(r) not in done] + res["zoo"]
+    rank = {m: i for i, m in enumerate(ALL_MODELS)}
+    res["zoo"] = sorted([r for r in old.get("zoo", []) if key(r) not in done] + res["zoo"],
+                        key=lambda r: (r.get("dtype", ""), rank.get(r.get("model"), len(rank)), r.get("batch", 0)))
     have = {g.get("dtype") for g in res["gelu"]}
     res["gelu"] = [g for g in old.get("gelu", []) if g.get("dtype") not in have] + res["gelu"]
     res["build_cost"] = res["build_cost"] or old.get("build_cost")
