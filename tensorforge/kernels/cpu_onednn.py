@@ -20,7 +20,7 @@ import torch
 
 from ..ir import get_spec
 from .registry import tactic
-from .torch_fused import epilogue_
+from .torch_fused import epilogue_, epilogue_attrs
 
 _DTYPES = (torch.float32, torch.bfloat16)
 
@@ -56,6 +56,13 @@ class _PackedWeight:
 
     def __init__(self, trans: bool):
         self.trans, self.seen, self.packed, self.n = trans, None, None, 0
+        self.bias_seen, self.bias_value = None, None
+
+    def bias(self, c: torch.Tensor, make) -> torch.Tensor:
+        """make(c) once per bias tensor seen (Gemm's β·C broadcast to N values): not redone every call."""
+        if self.bias_seen is not c:
+            self.bias_seen, self.bias_value = c, make(c)
+        return self.bias_value
 
     def __call__(self, w: torch.Tensor, rows: int) -> torch.Tensor:
         if self.seen is not w:
@@ -87,8 +94,7 @@ class OneDnnMatMulEpilogue:
     def build(layer, cfg, device):
         a_ = layer.attrs
         trans_b, scale = int(a_.get("trans_b", 0)), float(a_.get("scale", 1.0))
-        act, alpha, beta = a_.get("activation", "none"), float(a_.get("alpha", 0.0)), float(a_.get("beta", 0.0))
-        res_first = int(a_.get("residual_first", 0))
+        act, alpha, beta, res_first = epilogue_attrs(a_)
         post = _post_op(act, alpha, beta)
         reference = get_spec("MatMulEpilogue").reference
         pack = _PackedWeight(trans=bool(trans_b))
@@ -130,7 +136,8 @@ class OneDnnGemm:
             n = b.shape[0] if trans_b else b.shape[1]
             if a.dtype not in _DTYPES or b.dtype != a.dtype or (c is not None and c.numel() not in (1, n)):
                 return [reference(*inputs, **a_)]
-            bias = (c.reshape(-1).expand(n) * beta) if c is not None and beta != 0 else None
+            bias = pack.bias(c, lambda t: (t.reshape(-1).expand(n) * beta).contiguous()) \
+                if c is not None and beta != 0 else None
             return [linear_(a, b, bias, none, None, pack)]
         return run
 

@@ -112,10 +112,19 @@ class TorchLayerNorm:
         return run
 
 
-def _epilogue_attrs(a: dict) -> tuple[str, float, float, int]:
+def epilogue_attrs(a: dict) -> tuple[str, float, float, int]:
     """(activation, alpha, beta, residual_first) of a MatMulEpilogue/FusedConv layer, with the ops' defaults."""
     return (a.get("activation", "none"), float(a.get("alpha", 0.0)), float(a.get("beta", 0.0)),
             int(a.get("residual_first", 0)))
+
+
+def dense_order(t: torch.Tensor, dims=None) -> list[int] | None:
+    """`dims` (default: all) outermost first by stride — the order t's memory walks them — when t permuted that
+    way is contiguous (t is dense in a permuted layout), else None."""
+    dims = list(range(t.dim())) if dims is None else list(dims)
+    order = sorted(dims, key=lambda d: (-t.stride(d), d))
+    rest = [d for d in range(t.dim()) if d not in dims]
+    return order if t.permute(order + rest).is_contiguous() else None
 
 
 def rows_in_memory_order(product):
@@ -127,11 +136,11 @@ def rows_in_memory_order(product):
     def run(a, b, bias, residual):
         if b.dim() != 2 or a.dim() < 3 or a.stride(-1) != 1 or a.is_contiguous():
             return product(a, b, bias, residual)
-        lead = sorted(range(a.dim() - 1), key=lambda d: (-a.stride(d), d))
+        lead = dense_order(a, range(a.dim() - 1))
+        if lead is None:
+            return product(a, b, bias, residual)
         order = lead + [a.dim() - 1]
         a_mem = a.permute(order)
-        if not a_mem.is_contiguous():
-            return product(a, b, bias, residual)
         if residual is not None:
             out_shape = (*a.shape[:-1], residual.shape[-1] if residual.dim() else b.shape[-1])
             residual = torch.broadcast_to(residual, torch.broadcast_shapes(residual.shape, out_shape)).permute(order)
@@ -150,7 +159,7 @@ class TorchMatMulEpilogue:
     def build(layer, cfg, device):
         a_ = layer.attrs
         trans_b, scale = int(a_.get("trans_b", 0)), float(a_.get("scale", 1.0))
-        act, alpha, beta, res_first = _epilogue_attrs(a_)
+        act, alpha, beta, res_first = epilogue_attrs(a_)
 
         def run(inputs):
             a, b = inputs[0], inputs[1]
@@ -193,7 +202,7 @@ class TorchFusedConv:
         conv = get_spec("Conv").reference
         conv_attrs = {k: a_.get(k) for k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
                       if k in a_}
-        act, alpha, beta, res_first = _epilogue_attrs(a_)
+        act, alpha, beta, res_first = epilogue_attrs(a_)
 
         def run(inputs):
             x, w = inputs[0], inputs[1]

@@ -20,6 +20,7 @@ import triton.language as tl
 
 from ..ir import get_spec
 from .registry import tactic, triton_device_reason
+from .torch_fused import epilogue_attrs
 from .triton_gemm import ACTIVATIONS, apply_activation
 
 BLOCK = 1024
@@ -128,8 +129,7 @@ class _CudnnTritonEpilogue:
         a = layer.attrs
         conv = get_spec("Conv").reference        # resolves pads / auto_pad exactly as the IR op does
         conv_attrs = {k: a.get(k) for k in _CONV_ATTRS if k in a}
-        act, alpha, beta = a.get("activation", "none"), float(a.get("alpha", 0.0)), float(a.get("beta", 0.0))
-        res_first = int(a.get("residual_first", 0))
+        act, alpha, beta, res_first = epilogue_attrs(a)
         channels_last = cfg.get("layout", "nchw") == "nhwc"
         fmt = torch.channels_last if channels_last else torch.contiguous_format
         kept: list = [None, None]                # (weight tensor seen, its copy in the layout)

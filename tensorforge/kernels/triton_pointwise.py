@@ -20,6 +20,7 @@ import torch
 from ..ir import dtype_from_name
 from .generated import has_source, load_module
 from .registry import tactic, triton_device_reason
+from .torch_fused import dense_order
 
 CONFIGS = [{"BLOCK": 1024, "warps": 4}, {"BLOCK": 2048, "warps": 8}, {"BLOCK": 4096, "warps": 8},
            {"BLOCK": 512, "warps": 4}, {"BLOCK": 8192, "warps": 16}]
@@ -101,21 +102,9 @@ def memory_order(inputs: list[torch.Tensor], out_shape) -> list[int] | None:
     layout — elementwise work commutes with a permutation of every operand — so a channels-last network stays
     channels-last instead of paying a layout copy at the next convolution."""
     ref = next((t for t in inputs if t.shape == out_shape), None)
-    if ref is None or ref.dim() < 2 or ref.is_contiguous() or not _dense(ref):
+    if ref is None or ref.dim() < 2 or ref.is_contiguous():
         return None
-    return sorted(range(ref.dim()), key=lambda d: (-ref.stride(d), d))
-
-
-def _dense(t: torch.Tensor) -> bool:
-    """Non-overlapping and dense: the strides, sorted, are the running products of the sizes."""
-    expect = 1
-    for d in sorted(range(t.dim()), key=lambda d: (t.stride(d), -d)):
-        if t.shape[d] == 1:
-            continue
-        if t.stride(d) != expect:
-            return False
-        expect *= t.shape[d]
-    return True
+    return dense_order(ref)
 
 
 def _cdiv(a: int, b: int) -> int:
