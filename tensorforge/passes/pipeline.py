@@ -15,7 +15,7 @@ from ..util.log import get_logger
 from .constant_fold import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_code import remove_dead_layers
-from .rules import attention, conv_bn, epilogue, gather_view, gelu, gemm_reshape, layernorm, pointwise, softmax
+from .rules import attention, conv_as_gemm, conv_bn, epilogue, gather_view, gelu, gemm_reshape, layernorm, pointwise, softmax
 from .rules.add_layernorm import fuse_add_layernorm
 from .rules.horizontal_gemm import fuse_horizontal_gemms
 from .rules.identity import remove_noops
@@ -37,6 +37,7 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("fuse-attention", 3, rule_pass(*attention.RULES)),
     ("gemm-through-reshape", 3, rule_pass(*gemm_reshape.RULES)),
     ("fuse-epilogue", 3, rule_pass(*epilogue.RULES)),
+    ("point-conv-as-gemm", 3, rule_pass(*conv_as_gemm.RULES)),
     ("horizontal-gemm", 3, fuse_horizontal_gemms),
     ("view-chains", 3, collapse_view_chains),
     ("dead-code", 1, remove_dead_layers),

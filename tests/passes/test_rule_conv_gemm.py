@@ -1,5 +1,7 @@
-"""BatchNorm folding into Conv, and bias/activation/residual epilogues of Conv, MatMul and Gemm."""
+"""BatchNorm folding into Conv, bias/activation/residual epilogues of Conv, MatMul and Gemm, and 1×1 convolutions
+on a 1×1 image as GEMMs."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -146,3 +148,35 @@ def test_gemm_through_reshape_with_alpha_is_rejected():
     model.ir_version = 8
     engine, log = check_fused(model.SerializeToString(), {"x": np.random.randn(2, 3, 8).astype(np.float32)})
     assert "Gemm" in ops(engine) and "Gemm with transA=1 or alpha ≠ 1" in log
+
+
+class _SqueezeExcite(torch.nn.Module):
+    """x · hardsigmoid(W2 · relu(W1 · mean(x) + b1) + b2), MobileNetV3's block, on a 1×1 pooled image."""
+
+    def __init__(self, c=8, r=4):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Conv2d(c, r, 1), torch.nn.Conv2d(r, c, 1)
+
+    def forward(self, x):
+        s = torch.nn.functional.adaptive_avg_pool2d(x, 1)
+        s = torch.nn.functional.hardsigmoid(self.fc2(torch.relu(self.fc1(s))))
+        return x * s
+
+
+def test_point_convolutions_on_a_pooled_image_become_gemms():
+    torch.manual_seed(0)
+    data = export_quiet(_SqueezeExcite(), (torch.randn(2, 8, 5, 5),), opset=17)
+    x = np.random.default_rng(0).standard_normal((2, 8, 5, 5)).astype(np.float32)
+    engine, _ = check_fused(data, feeds_for(data, x))
+    found = ops(engine)
+    assert "FusedConv" not in found and "Conv" not in found and found.count("MatMulEpilogue") == 2
+    acts = [layer.attrs.get("activation") for layer in engine.data.layers if layer.op == "MatMulEpilogue"]
+    assert acts == ["Relu", "HardSigmoid"]
+
+
+def test_point_convolution_on_a_real_image_stays():
+    data = export_quiet(torch.nn.Sequential(torch.nn.Conv2d(4, 6, 1), torch.nn.ReLU()), (torch.randn(1, 4, 3, 3),),
+                        opset=17)
+    x = np.random.default_rng(1).standard_normal((1, 4, 3, 3)).astype(np.float32)
+    engine, text = check_fused(data, feeds_for(data, x))
+    assert "FusedConv" in ops(engine) and "the input or output image is not 1×1" in text
