@@ -23,6 +23,10 @@ CONFIGS = [
     {"BM": 64, "BN": 64, "BK": 32, "G": 8, "stages": 4, "warps": 4},
     {"BM": 128, "BN": 256, "BK": 64, "G": 8, "stages": 3, "warps": 8},
     {"BM": 64, "BN": 32, "BK": 32, "G": 8, "stages": 5, "warps": 2},
+    # skinny products (batch-1 fully connected layers, squeeze-excite): one 16-row tile, long K steps
+    {"BM": 16, "BN": 32, "BK": 128, "G": 1, "stages": 3, "warps": 4},
+    {"BM": 16, "BN": 16, "BK": 256, "G": 1, "stages": 3, "warps": 4},
+    {"BM": 16, "BN": 64, "BK": 64, "G": 1, "stages": 3, "warps": 4},
 ]
 ACTIVATIONS = ("none", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Gelu", "GeluTanh",
                "Silu", "Elu")

@@ -111,6 +111,16 @@ def test_gemm_batched_broadcast_and_half():
     torch.testing.assert_close(got.float(), ah.float() @ bh.float(), rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.parametrize("pick", [6, 7, 8])
+def test_gemm_skinny_configs_one_row_long_k(pick):
+    """The 16-row configs meant for batch-1 fully connected layers: M = 1, K not a multiple of BK, Sigmoid."""
+    from tensorforge.kernels.triton_gemm import CONFIGS
+    a, w, bias = torch.randn(1, 300), torch.randn(40, 300), torch.randn(40)
+    got = gemm_epilogue(a, w, bias, trans_b=1, activation="Sigmoid", cfg=CONFIGS[pick])
+    want = ref("MatMulEpilogue", a, w, bias, trans_b=1, activation="Sigmoid")
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("mask_kind", ["none", "additive", "bool"])
 def test_attention(mask_kind):
     q, k, v = torch.randn(2, 2, 5, 12), torch.randn(2, 2, 19, 12), torch.randn(2, 2, 19, 10)
