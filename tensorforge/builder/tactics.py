@@ -221,6 +221,10 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
     times, rejected, strides = {}, {}, {}
     for tac, cfg in found:
         tid = tac.id(cfg)
+        unfit = tac.fits(layer, cfg, inputs) if tac.fits is not None else None
+        if unfit is not None:
+            rejected[tid] = unfit
+            continue
         try:
             kernel = tac.build(layer, cfg, walk.device)
             outs = kernel(inputs)

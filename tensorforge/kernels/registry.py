@@ -30,6 +30,9 @@ class Tactic:
     build: Callable[[Layer, dict, torch.device], Kernel]
     configs: list[dict[str, Any]] = field(default_factory=lambda: [{}])
     priority: int = 0          # higher = preferred when tactics are not timed (CPU builds, level 0)
+    # optional fits(layer, cfg, inputs) -> reason | None: whether one config suits the inputs' shapes (judged when
+    # tactics are timed, on the opt-point inputs); a config that does not fit is not timed
+    fits: Callable[[Layer, dict, list], str | None] | None = None
 
     def id(self, cfg: dict[str, Any]) -> str:
         base = f"{self.op.lower() if self.op != '*' else 'any'}.{self.name}"
@@ -44,7 +47,7 @@ _TACTICS: dict[str, list[Tactic]] = {}
 def tactic(op: str, name: str, configs: list[dict] | None = None, priority: int = 0):
     """Class decorator: the class provides static `supports(layer, device)` and `build(layer, cfg, device)`."""
     def wrap(cls):
-        t = Tactic(op, name, cls.supports, cls.build, list(configs or [{}]), priority)
+        t = Tactic(op, name, cls.supports, cls.build, list(configs or [{}]), priority, getattr(cls, "fits", None))
         existing = _TACTICS.setdefault(op, [])
         if any(e.name == name for e in existing):
             raise ValueError(f"tactic {op}.{name} registered twice")

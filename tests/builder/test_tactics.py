@@ -175,3 +175,27 @@ def test_a_fast_but_wrong_tactic_is_rejected_by_the_reference(monkeypatch):
     assert got["relu.wrong"].startswith("wrong results at the opt-point shapes: output 0: max |err|")
     x = np.random.default_rng(2).standard_normal((5, 8)).astype(np.float32)
     np.testing.assert_array_equal(engine.run({"x": x})["y"], ort_run(relu_model(), {"x": x})["y"])
+
+
+def test_a_config_that_does_not_fit_the_inputs_is_not_timed(monkeypatch):
+    """Tactic.fits judges each config on the opt-point inputs: BLOCK=128 does not fit rows of 16 columns, so r4
+    (16 columns) times only BLOCK=64, while r1..r3 (8 columns) time both."""
+    def fits(layer, cfg, inputs):
+        return "too wide for 16 columns" if cfg["BLOCK"] == 128 and inputs[0].shape[-1] == 16 else None
+    fast = _relu_tactic("fast")
+    monkeypatch.setitem(registry._TACTICS, "Relu", [Tactic("Relu", "fast", fast.supports, fast.build, fast.configs,
+                                                           0, fits)])
+    timer = FakeTimer({"fast": 0.1, "torch_ref": 0.3})
+    build(monkeypatch, timer)
+    assert sorted(timer.calls) == sorted(["relu.fast[BLOCK=64]", "relu.fast[BLOCK=128]", "any.torch_ref",
+                                          "relu.fast[BLOCK=64]", "any.torch_ref"])
+
+
+def test_triton_gemm_skinny_configs_fit_only_few_rows():
+    from tensorforge.kernels.triton_gemm import CONFIGS, SKINNY_ROWS, TritonGemmEpilogue
+    skinny, wide = CONFIGS[6], CONFIGS[3]
+    assert skinny["BM"] == 16 and wide["BM"] == 64
+    few, many = torch.empty(1, SKINNY_ROWS, 32), torch.empty(2, SKINNY_ROWS, 32)
+    assert TritonGemmEpilogue.fits(None, skinny, [few]) is None
+    assert "at most 64 rows (this one has 128)" in TritonGemmEpilogue.fits(None, skinny, [many])
+    assert TritonGemmEpilogue.fits(None, wide, [many]) is None
