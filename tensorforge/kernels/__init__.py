@@ -21,6 +21,7 @@ if importlib.util.find_spec("triton") is not None:   # the optional 'gpu' extra:
     from . import triton_attention, triton_gemm, triton_layernorm, triton_softmax  # noqa: F401
     from . import triton_conv_epilogue, triton_pool  # noqa: F401  (conv + one epilogue kernel; GlobalAveragePool)
     from . import triton_add_layernorm  # noqa: F401  (residual Add + LayerNorm, one kernel)
+    from . import triton_conv_pool  # noqa: F401  (conv epilogue that also averages its output)
 from .registry import Kernel, Tactic, candidates, instantiate, tactic
 
 __all__ = ["Kernel", "Tactic", "candidates", "instantiate", "tactic"]

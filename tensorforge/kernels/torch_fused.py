@@ -211,3 +211,24 @@ class TorchFusedConv:
             y = conv(x, w, bias, **conv_attrs)
             return [epilogue_(y, residual, act, alpha, beta, res_first)]
         return run
+
+
+@tactic("FusedConvPool", name="torch_conv_pool", priority=5)
+class TorchFusedConvPool:
+    """FusedConv's torch path (cuDNN/oneDNN with bias, in-place epilogue), then the mean over the positions."""
+
+    @staticmethod
+    def supports(layer, device):
+        return None
+
+    @staticmethod
+    def build(layer, cfg, device):
+        conv = TorchFusedConv.build(layer, cfg, device)
+        pool = get_spec("GlobalAveragePool").reference
+        store_y = bool(layer.outputs and layer.outputs[0])
+
+        def run(inputs):
+            y = conv(inputs)[0]
+            return [y if store_y else None, pool(y)]
+        return run
+

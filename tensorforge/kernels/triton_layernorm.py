@@ -21,8 +21,10 @@ MAX_TILE = 8192          # elements of a multi-row tile (ROWS · BLOCK_N) held i
 
 @triton.jit
 def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stride_y, eps, HAS_BIAS: tl.constexpr,
-                      SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
-    # row r of x starts at (r // R1)·stride_x0 + (r % R1)·stride_x; its columns are stride_xc apart
+                      SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, Shift=None,
+                      HAS_SHIFT: tl.constexpr = False):
+    # row r of x starts at (r // R1)·stride_x0 + (r % R1)·stride_x; its columns are stride_xc apart.
+    # HAS_SHIFT: the row is x + shift[col] rounded to x's dtype (a convolution's bias moved here, AddLayerNorm)
     row = tl.program_id(0).to(tl.int64)
     xr = X + (row // R1) * stride_x0 + (row % R1) * stride_x
     yr = Y + row * stride_y
@@ -31,7 +33,11 @@ def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stri
         rows = row * ROWS + tl.arange(0, ROWS)
         mask = (rows[:, None] < M) & (cols[None, :] < N)
         start = (rows // R1) * stride_x0 + (rows % R1) * stride_x
-        x = tl.load(X + start[:, None] + cols[None, :] * stride_xc, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(X + start[:, None] + cols[None, :] * stride_xc, mask=mask, other=0.0)
+        if HAS_SHIFT:
+            x = (x.to(tl.float32) + tl.load(Shift + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+                 ).to(X.dtype.element_ty)
+        x = x.to(tl.float32)
         mean = tl.sum(x, axis=1) / N
         d = tl.where(mask, x - mean[:, None], 0.0)
         rstd = tl.rsqrt(tl.sum(d * d, axis=1) / N + eps)
@@ -41,7 +47,10 @@ def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stri
         tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
     elif SINGLE:
         mask = cols < N
-        x = tl.load(xr + cols * stride_xc, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(xr + cols * stride_xc, mask=mask, other=0.0)
+        if HAS_SHIFT:
+            x = (x.to(tl.float32) + tl.load(Shift + cols, mask=mask, other=0.0).to(tl.float32)).to(X.dtype.element_ty)
+        x = x.to(tl.float32)
         mean = tl.sum(x, axis=0) / N
         d = tl.where(mask, x - mean, 0.0)
         rstd = tl.rsqrt(tl.sum(d * d, axis=0) / N + eps)
@@ -97,14 +106,19 @@ def _strided_rows(x: torch.Tensor):
 
 
 def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int | None = None, rows: int = 1,
-              strided: bool = False):
+              strided: bool = False, shift=None):
     """Y of LayerNormalization(x, scale, bias) along dims axis..r−1 (launcher shared by the tactic and tests).
-    `strided`: read a last-axis x through its strides where the rows allow it (else x is made contiguous first)."""
+    `strided`: read a last-axis x through its strides where the rows allow it (else x is made contiguous first).
+    `shift`: N values added to every row first, the sum rounded to x's dtype (LayerNorm(x + shift)); rows that
+    fit in registers only."""
     axis = axis % x.dim()
     shape = x.shape[axis:]
     n = 1
     for d in shape:
         n *= d
+    if shift is not None and (shift.numel() != n or n > MAX_SINGLE or block is not None):
+        raise ValueError(f"a row shift needs one value per column of rows up to {MAX_SINGLE} elements "
+                         f"({shift.numel()} values, rows of {n})")
     in_place = strided and axis == x.dim() - 1 and 0 < n <= MAX_SINGLE and block is None and not x.is_contiguous()
     view = _strided_rows(x) if in_place else None
     if view is not None:
@@ -125,14 +139,17 @@ def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int 
     rows = rows if single and rows > 1 and rows * block_n <= MAX_TILE else 1
     _layernorm_kernel[(triton.cdiv(m, rows),)](x2, w, b, y, m, n, r1, stride_outer, stride_row, stride_col, n, eps,
                                                HAS_BIAS=bias is not None, SINGLE=single, BLOCK_N=block_n, ROWS=rows,
-                                               num_warps=warps)
+                                               Shift=shift.to(x.device).reshape(-1).contiguous() if shift is not None
+                                               else w, HAS_SHIFT=shift is not None, num_warps=warps)
     return y
 
 
-@tactic("LayerNormalization", name="triton_rowwise",
-        configs=[{"warps": 4}, {"warps": 8}, {"warps": 16}, {"warps": 2}, {"warps": 4, "rows": 8},
-                 {"warps": 4, "rows": 32}, {"warps": 4, "rows": 32, "strided": 1},
-                 {"warps": 8, "rows": 64, "strided": 1}], priority=10)
+LAYERNORM_CONFIGS = [{"warps": 4}, {"warps": 8}, {"warps": 16}, {"warps": 2}, {"warps": 4, "rows": 8},
+                     {"warps": 4, "rows": 32}, {"warps": 4, "rows": 32, "strided": 1},
+                     {"warps": 8, "rows": 64, "strided": 1}]
+
+
+@tactic("LayerNormalization", name="triton_rowwise", configs=LAYERNORM_CONFIGS, priority=10)
 class TritonLayerNorm:
     @staticmethod
     def supports(layer, device):

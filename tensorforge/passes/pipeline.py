@@ -17,6 +17,8 @@ from .cse import eliminate_common_subexpressions
 from .dead_code import remove_dead_layers
 from .rules import attention, conv_as_gemm, conv_bn, epilogue, gather_view, gelu, gemm_reshape, layernorm, pointwise, softmax
 from .rules.add_layernorm import fuse_add_layernorm
+from .rules.conv_bias_layernorm import move_conv_bias_into_layernorm
+from .rules.conv_pool import fuse_conv_pool
 from .rules.horizontal_gemm import fuse_horizontal_gemms
 from .rules.identity import remove_noops
 from .view_chains import collapse_view_chains
@@ -46,6 +48,8 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
 # after precision conversion (builder): dtypes are final
 LATE_PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("add-layernorm", 3, fuse_add_layernorm),
+    ("conv-bias-layernorm", 3, move_conv_bias_into_layernorm),
+    ("conv-pool", 3, fuse_conv_pool),
     ("pointwise-chains", 3, pointwise.group_pointwise_chains),
 ]
 

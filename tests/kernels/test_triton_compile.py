@@ -20,7 +20,7 @@ from triton.compiler import ASTSource
 from tensorforge.ir import Layer
 from tensorforge.codegen import generate_pointwise
 from tensorforge.kernels import triton_attention, triton_gemm, triton_layernorm, triton_softmax
-from tensorforge.kernels import triton_add_layernorm, triton_conv_epilogue, triton_pool
+from tensorforge.kernels import triton_add_layernorm, triton_conv_epilogue, triton_conv_pool, triton_pool
 from tensorforge.kernels.generated import load_module, register_sources, source_hash
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -38,8 +38,9 @@ ptrs = lambda names, t: {n: t for n in names}
 for dt in ("*fp32", "*fp16", "*bf16"):
     compile_(f"layernorm{dt}", triton_layernorm._layernorm_kernel,
              {**ptrs("XWBY", dt), **{n: "i32" for n in "M N R1 stride_x0 stride_x stride_xc stride_y".split()},
-              "eps": "fp32"},
-             {"HAS_BIAS": True, "SINGLE": dt != "*fp32", "BLOCK_N": 1024, "ROWS": 1 if dt != "*fp16" else 8})
+              "eps": "fp32", "Shift": dt},
+             {"HAS_BIAS": True, "SINGLE": dt != "*fp32", "BLOCK_N": 1024, "ROWS": 1 if dt != "*fp16" else 8,
+              "HAS_SHIFT": dt != "*fp32"})
     compile_(f"softmax{dt}", triton_softmax._softmax_kernel, {**ptrs("XY", dt), "N": "i32", "stride_x": "i32",
              "stride_y": "i32"}, {"LOG": dt == "*bf16", "SINGLE": dt == "*fp16", "BLOCK_N": 2048})
 gemm_sig = {"M N K s_ab s_am s_ak s_bb s_bk s_bn s_rb s_rm s_rn s_cb s_cm s_cn".split()[i]: "i32" for i in range(15)}
@@ -70,6 +71,11 @@ for dt in ("*fp16", "*fp32"):
               "CHANNELS_LAST": dt == "*fp16", "INT64": False, "BLOCK": 1024})
     compile_(f"gap{dt}", triton_pool._gap_kernel, {**ptrs("XY", dt), **{n: "i32" for n in "C S s_n s_c s_s".split()}},
              {"BLOCK_C": 32, "BLOCK_HW": 32})
+    compile_(f"conv_pool{dt}", triton_conv_pool._conv_pool_kernel,
+             {**ptrs(["Y", "Bias", "R", "P"], dt), **{n: "i32" for n in "C S s_n s_c s_s".split()},
+              "alpha": "fp32", "beta": "fp32"},
+             {"HAS_BIAS": True, "HAS_RES": dt == "*fp16", "RES_FIRST": False, "ACT": "Silu",
+              "STORE_Y": dt == "*fp32", "BLOCK_C": 16, "BLOCK_HW": 128})
 
 nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
 for dt, tdt in (("float32", torch.float32), ("float16", torch.float16)):
@@ -102,7 +108,7 @@ def test_every_triton_kernel_compiles_for_sm90():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
-    assert len(report) == 6 + 7 + 3 + 6 + 4 and all(r["cubin"] > 0 for r in report.values())
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 and all(r["cubin"] > 0 for r in report.values())
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]
         assert gelu["vector_loads"] >= 1 and gelu["div_full"] == 0

@@ -49,6 +49,34 @@ def test_layernorm_reads_a_transposed_input_in_place(rows):
     assert got.is_contiguous()
 
 
+@pytest.mark.parametrize("cfg", [{"rows": 1}, {"rows": 8}, {"rows": 8, "strided": 1}])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_layernorm_with_row_shift_is_add_layernorm_of_a_column_vector(cfg, dtype):
+    """ConvNeXt's conv bias moved into the LayerNorm: LN(x + b), b one value per column, the sum rounded to x's
+    dtype first — the AddLayerNormalization reference with a broadcast b, through the tactic triton_shift_rows."""
+    from tensorforge.kernels.triton_add_layernorm import TritonAddLayerNorm, TritonShiftLayerNorm
+    x = ((torch.randn(2, 12, 3, 5) * 2).permute(0, 2, 3, 1)).to(dtype)        # channels strided by 15
+    shift, w, b = (torch.randn(12) * 3).to(dtype), torch.randn(12).to(dtype), torch.randn(12).to(dtype)
+    layer = Layer("aln", "AddLayerNormalization", ["x", "s", "w", "b"], ["y", ""], {"axis": -1, "epsilon": 1e-5})
+    assert TritonShiftLayerNorm.fits(layer, cfg, [x, shift, w, b]) is None
+    assert "differ in shape" in TritonAddLayerNorm.fits(layer, cfg, [x, shift, w, b])
+    got, absent = TritonShiftLayerNorm.build(layer, {"warps": 1, **cfg}, torch.device("cpu"))([x, shift, w, b])
+    want = ref("AddLayerNormalization", x, shift, w, b, axis=-1, epsilon=1e-5)
+    tol = 1e-5 if dtype == torch.float32 else 2e-3
+    assert absent is None
+    torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol)
+
+
+def test_row_shift_tactic_reasons():
+    from tensorforge.kernels.triton_add_layernorm import TritonShiftLayerNorm
+    keeps_sum = Layer("aln", "AddLayerNormalization", ["x", "s", "w"], ["y", "sum"], {})
+    assert "sum is read" in TritonShiftLayerNorm.supports(keeps_sum, torch.device("cuda"))
+    x = torch.randn(4, 6)
+    assert "not one value per column" in TritonShiftLayerNorm.fits(keeps_sum, {}, [x, torch.randn(4, 6)])
+    with pytest.raises(ValueError, match="one value per column"):
+        layernorm(x, torch.ones(6), None, -1, 1e-5, shift=torch.ones(5))
+
+
 def test_layernorm_strided_rows_that_do_not_merge_are_copied_first():
     from tensorforge.kernels.triton_layernorm import _strided_rows
     x = torch.randn(2, 3, 4, 5, 6).permute(2, 0, 3, 1, 4)            # three row groups: no 2-level indexing

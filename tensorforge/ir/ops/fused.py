@@ -1,4 +1,5 @@
-"""Fused ops made by the fusion passes (passes/rules/): PointwiseChain, Attention, FusedConv, MatMulEpilogue.
+"""Fused ops made by the fusion passes (passes/rules/): PointwiseChain, Attention, FusedConv, FusedConvPool,
+MatMulEpilogue, AddLayerNormalization.
 
 Each is an ordinary op with ONE torch reference, so every tactic (generated Triton, hand-written Triton,
 torch) is tested against it and an engine can always fall back to running the reference eagerly.
@@ -157,6 +158,18 @@ def fused_conv(x, w, bias=None, residual=None, *, auto_pad="NOTSET", dilations=N
     if bias is not None:
         bias = bias.reshape([1, -1] + [1] * (y.dim() - 2))
     return apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first)
+
+
+@op("FusedConvPool", attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
+                            "strides": None, **_EPILOGUE_ATTRS})
+def fused_conv_pool(x, w, bias=None, residual=None, **attrs):
+    """(Y, P): Y = FusedConv(x, w, bias, residual) and P = GlobalAveragePool(Y), P[n, c] = (1/S)·Σ_s Y[n, c, s]
+    (passes/rules/conv_pool.py). A squeeze-excite block, or a network's last pooled feature map, reads Y back
+    only to average it: fused, the epilogue pass that writes Y also sums it, so Y is not read a second time and
+    the pool costs no launch. When Y has no other reader the layer's first output is absent and Y is never
+    written: traffic read x, w, residual, write N·C."""
+    y = fused_conv(x, w, bias, residual, **attrs)
+    return y, get_spec("GlobalAveragePool").reference(y)
 
 
 # ---- Attention ------------------------------------------------------------------------------------------

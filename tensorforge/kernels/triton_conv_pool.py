@@ -1,0 +1,141 @@
+"""Tactic: FusedConvPool as cuDNN's convolution without bias, then ONE Triton pass that finishes and pools it.
+
+    y = x ⊛ w                                                    (cuDNN, no bias)
+    Y[n, c, s] = act(y[n, c, s] + bias[c] [+ r]) [+ r]            (written in place when Y is read elsewhere)
+    P[n, c]    = (1/S) · Σ_s round(Y[n, c, s])                    (float32 sum of the stored values)
+
+Program (n, cb) owns BLOCK_C channels of sample n and walks the S = H·W positions in BLOCK_HW chunks, so the
+same kernel serves NCHW (positions contiguous) and channels-last (channels contiguous) memory through two strides.
+Traffic: read y (and r) once, write Y once (or not at all) and N·C means — against the unfused epilogue
+(read y, write Y) plus pool (read Y again) and one more launch. The sum is taken over Y rounded to its dtype, so
+P is the mean of the stored Y exactly as the unfused pool computes it.
+Configs: layout × tile shape; "pool": "separate" runs the unfused pair (epilogue kernel, then the Triton pool)
+so that timing can still prefer it (few channels over a large image leave the fused grid small).
+Entry points: tactic `fusedconvpool.cudnn_triton_pool`, launcher `conv_bias_act_pool_` (tests, CPU interpreter).
+"""
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ..ir import get_spec
+from .registry import tactic, triton_device_reason
+from .torch_fused import epilogue_attrs
+from .triton_conv_epilogue import _CONV_ATTRS, _CudnnTritonEpilogue, _is_nhwc, conv_bias_act_
+from .triton_gemm import ACTIVATIONS, apply_activation
+from .triton_pool import global_avg_pool
+
+TILES = [{"BLOCK_C": 64, "BLOCK_HW": 32, "warps": 4},      # many channels, few positions (late stages)
+         {"BLOCK_C": 16, "BLOCK_HW": 128, "warps": 4},
+         {"BLOCK_C": 2, "BLOCK_HW": 1024, "warps": 4}]     # few channels, many positions (early stages)
+CONFIGS = ([{"layout": lay, "pool": "fused", **t} for lay in ("nhwc", "nchw") for t in TILES]
+           + [{"layout": lay, "pool": "separate"} for lay in ("nhwc", "nchw")])
+
+
+@triton.jit
+def _conv_pool_kernel(Y, Bias, R, P, C, S, s_n, s_c, s_s, alpha, beta, HAS_BIAS: tl.constexpr,
+                      HAS_RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr, STORE_Y: tl.constexpr,
+                      BLOCK_C: tl.constexpr, BLOCK_HW: tl.constexpr):
+    n = tl.program_id(0).to(tl.int64)
+    cs = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    c_ok = cs < C
+    base = n * s_n + cs[:, None].to(tl.int64) * s_c
+    if HAS_BIAS:
+        b = tl.load(Bias + cs, mask=c_ok, other=0.0).to(tl.float32)[:, None]
+    acc = tl.zeros([BLOCK_C, BLOCK_HW], dtype=tl.float32)
+    for start in range(0, S, BLOCK_HW):
+        ss = start + tl.arange(0, BLOCK_HW)
+        offs = base + ss[None, :].to(tl.int64) * s_s
+        mask = c_ok[:, None] & (ss[None, :] < S)
+        v = tl.load(Y + offs, mask=mask, other=0.0).to(tl.float32)
+        if HAS_BIAS:
+            v += b
+        if HAS_RES:
+            r = tl.load(R + offs, mask=mask, other=0.0).to(tl.float32)
+            if RES_FIRST:
+                v += r
+        v = apply_activation(v, ACT, alpha, beta)
+        if HAS_RES:
+            if not RES_FIRST:
+                v += r
+        stored = v.to(Y.dtype.element_ty)
+        if STORE_Y:
+            tl.store(Y + offs, stored, mask=mask)
+        acc += tl.where(mask, stored.to(tl.float32), 0.0)
+    mean = tl.sum(acc, axis=1) / S
+    tl.store(P + n * C + cs, mean.to(P.dtype.element_ty), mask=c_ok)
+
+
+def conv_bias_act_pool_(y, bias=None, residual=None, activation="none", alpha=0.0, beta=0.0, residual_first=0,
+                        store_y=True, cfg=None):
+    """(Y, P) from a raw 4-D convolution output y (dense NCHW or dense channels-last) in ONE Triton launch:
+    Y = act(y + bias[c] [+ residual]) [+ residual] written over y when store_y (else y is left as it was and Y is
+    None), P = mean of Y over the spatial positions, shape (N, C, 1, 1), y's dtype."""
+    cfg = {**TILES[0], **(cfg or {})}
+    if activation == "Gelu" and float(alpha) == 1.0:
+        activation = "GeluTanh"
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown epilogue activation {activation!r}; the Triton epilogue knows {ACTIVATIONS}")
+    if y.dim() != 4:
+        raise ValueError(f"the fused conv pool needs a 4-D convolution output, got {y.dim()}-D")
+    nhwc = _is_nhwc(y)
+    if not nhwc and not y.is_contiguous():
+        raise ValueError(f"the fused conv pool needs y dense NCHW or channels-last (strides {y.stride()})")
+    fmt = torch.channels_last if nhwc else torch.contiguous_format
+    n, c, s = y.shape[0], y.shape[1], math.prod(y.shape[2:])
+    pooled = torch.empty((n, c, 1, 1), dtype=y.dtype, device=y.device)
+    if pooled.numel() == 0 or s == 0:
+        return (y if store_y else None), pooled.fill_(float("nan")) if s == 0 else pooled
+    if bias is not None:
+        bias = bias.reshape(-1)
+        bias = (bias.expand(c) if bias.numel() != c else bias).contiguous()
+    if residual is not None:
+        residual = residual.expand(y.shape).contiguous(memory_format=fmt)
+    s_c, s_s = (1, c) if nhwc else (s, 1)
+    grid = (n, triton.cdiv(c, cfg["BLOCK_C"]))
+    _conv_pool_kernel[grid](y, bias if bias is not None else y, residual if residual is not None else y, pooled,
+                            c, s, y.stride(0), s_c, s_s, float(alpha), float(beta), HAS_BIAS=bias is not None,
+                            HAS_RES=residual is not None, RES_FIRST=bool(residual_first), ACT=activation,
+                            STORE_Y=bool(store_y), BLOCK_C=cfg["BLOCK_C"], BLOCK_HW=cfg["BLOCK_HW"],
+                            num_warps=cfg["warps"])
+    return (y if store_y else None), pooled
+
+
+@tactic("FusedConvPool", name="cudnn_triton_pool", configs=CONFIGS, priority=-140)
+class FusedConvPoolTriton:
+    """Below torch_conv_pool (5): untimed builds keep the torch path; timed builds compare by measured time."""
+
+    @staticmethod
+    def supports(layer, device):
+        return _CudnnTritonEpilogue.supports(layer, device)
+
+    @staticmethod
+    def build(layer, cfg, device):
+        a = layer.attrs
+        conv = get_spec("Conv").reference
+        conv_attrs = {k: a.get(k) for k in _CONV_ATTRS if k in a}
+        act, alpha, beta, res_first = epilogue_attrs(a)
+        fmt = torch.channels_last if cfg.get("layout", "nchw") == "nhwc" else torch.contiguous_format
+        store_y = bool(layer.outputs and layer.outputs[0])
+        separate = cfg.get("pool") == "separate"
+        tile = {k: cfg[k] for k in ("BLOCK_C", "BLOCK_HW", "warps") if k in cfg}
+        kept: list = [None, None]                # (weight tensor seen, its copy in the layout)
+
+        def run(inputs):
+            x, w = inputs[0], inputs[1]
+            bias = inputs[2] if len(inputs) > 2 else None
+            residual = inputs[3] if len(inputs) > 3 else None
+            if x.dim() != 4 or w.dim() != 4:
+                raise ValueError(f"the cuDNN + Triton pool tactic runs 2-D convolutions (x is {x.dim()}-D)")
+            if kept[0] is not w:
+                kept[0], kept[1] = w, w.contiguous(memory_format=fmt)
+            y = conv(x.contiguous(memory_format=fmt), kept[1], None, **conv_attrs)
+            if not _is_nhwc(y) and not y.is_contiguous():    # the library returned neither dense layout
+                y = y.contiguous(memory_format=fmt)
+            if separate:
+                y = conv_bias_act_(y, bias, residual, act, alpha, beta, res_first)
+                return [y if store_y else None, global_avg_pool(y)]
+            return list(conv_bias_act_pool_(y, bias, residual, act, alpha, beta, res_first, store_y, tile))
+        return run
