@@ -19,6 +19,21 @@ def _ms(st: dict | None) -> str:
     return f"{st['median_ms']:.3f} ±{st['spread_pct']:.0f}%"
 
 
+def _provenance(res: dict) -> list[str]:
+    """Which run (its --label) measured which rows, when the rows carry labels."""
+    by_run: dict[str, list[str]] = {}
+    for row in res.get("zoo", []):
+        by_run.setdefault(row.get("run") or "unlabelled", []).append(f"{row.get('model')} b{row.get('batch')} "
+                                                                     f"{row.get('dtype')}")
+    for case in res.get("gelu", []):
+        by_run.setdefault(case.get("run") or "unlabelled", []).append(f"GELU {case.get('dtype')}")
+    if isinstance(res.get("build_cost"), dict):
+        by_run.setdefault(res["build_cost"].get("run") or "unlabelled", []).append("build cost")
+    if set(by_run) == {"unlabelled"}:
+        return []
+    return [f"- {label}: {', '.join(items)}" for label, items in by_run.items()] + [""]
+
+
 def markdown(res: dict) -> str:
     env = res.get("environment", {})
     lines = [f"# tensorforge benchmark — {env.get('gpu', '?')}", "",
@@ -28,6 +43,7 @@ def markdown(res: dict) -> str:
     if env.get("earlier_runs"):
         lines += [f"Rows merged from {len(env['earlier_runs']) + 1} runs (--append); each row's peers ran in the same "
                   "run as its tensorforge engine." + (f" {env['note']}" if env.get("note") else ""), ""]
+        lines += _provenance(res)
     if res.get("gelu"):
         lines += ["## Seed GELU case (gelu(gelu(x)), opset-11 decomposition)", "",
                   "| dtype | runner | median ms | TB/s | % of copy |", "| --- | --- | --- | --- | --- |"]

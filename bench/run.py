@@ -36,6 +36,8 @@ def parse(argv):
     p.add_argument("--budget-s", type=float, default=420.0, help="start no new zoo case after this many seconds")
     p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     p.add_argument("--stem", default=None, help="results file name (default: the GPU's name)")
+    p.add_argument("--label", default="", help="what was measured, e.g. the commit: recorded with every row of this "
+                   "run, so that merged results say which run each row came from")
     p.add_argument("--append", action="store_true", help="merge into an existing results file of the same stem: "
                    "rows measured now replace rows of the same case, the others are kept")
     args = p.parse_args(argv)
@@ -73,6 +75,7 @@ def main(argv=None) -> int:
     previous = _load(os.path.join(args.out_dir, f"{stem}.json")) if args.append else None
 
     def merged() -> dict:       # what gets written: this run's rows over the earlier run's (when --append)
+        _label_rows(res, args.label)
         if previous is None:
             return res
         return _merge_previous({**res, "environment": dict(res["environment"])}, previous)
@@ -175,6 +178,13 @@ def _load(path: str) -> dict | None:
         return json.load(f)
 
 
+def _label_rows(res: dict, label: str) -> None:
+    """Record `label` (--label) on every row, GELU case and build cost this run measured."""
+    res["environment"]["label"] = label
+    for row in res["zoo"] + res["gelu"] + ([res["build_cost"]] if isinstance(res["build_cost"], dict) else []):
+        row.setdefault("run", label)
+
+
 def _merge_previous(res: dict, old: dict) -> dict:
     """Rows of an earlier run (same stem) for the cases this run did not measure."""
     key = lambda r: (r.get("model"), r.get("batch"), r.get("dtype"))  # noqa: E731
@@ -185,8 +195,9 @@ def _merge_previous(res: dict, old: dict) -> dict:
     have = {g.get("dtype") for g in res["gelu"]}
     res["gelu"] = [g for g in old.get("gelu", []) if g.get("dtype") not in have] + res["gelu"]
     res["build_cost"] = res["build_cost"] or old.get("build_cost")
+    have_rows = {key(r) for r in res["zoo"] if "error" not in r}
     res["skipped"] = [s for s in old.get("skipped", []) + res["skipped"]
-                      if not any(s.startswith(f"{m} b{b} {d}") for m, b, d in done)]
+                      if not any(s.startswith(f"{m} b{b} {d}:") for m, b, d in have_rows)]
     res["environment"]["earlier_runs"] = old["environment"].get("earlier_runs", []) + [old["environment"]]
     return res
 

@@ -21,3 +21,16 @@ def test_merge_keeps_unmeasured_rows_and_replaces_measured_ones():
     assert rows == {("vit", 1): 0.5, ("vit", 32): 2.0, ("gpt2", 1): 2.5}
     assert out["gelu"] == [{"dtype": "float32"}] and out["build_cost"] == {"cold": 4}
     assert out["environment"]["earlier_runs"] == [{"gpu": "old"}]
+
+
+def test_merge_drops_not_run_entries_for_cases_that_have_rows_and_labels_rows_by_run():
+    import report
+    old = _res([("vit", 32, 2.0)], env="old")
+    old["skipped"] = ["vit b32 fp16: time budget spent", "gpt2 b1 fp16: time budget spent"]
+    for row in old["zoo"]:
+        row["run"] = "abc123"
+    new = _res([("vit", 1, 0.5)])
+    run._label_rows(new, "def456")
+    out = run._merge_previous(new, old)
+    assert out["skipped"] == ["gpt2 b1 fp16: time budget spent"]
+    assert "- abc123: vit b32 fp16" in report._provenance(out) and "- def456: vit b1 fp16" in report._provenance(out)
