@@ -40,6 +40,8 @@ def markdown(res: dict) -> str:
              f"torch {env.get('torch')}, triton {env.get('triton')}, tensorforge {env.get('tensorforge')}; "
              f"median of {env.get('iters')} iterations after {env.get('warmup')} warm-up, CUDA events; "
              "± is the p10–p90 spread relative to the median. fp32 runs allow TF32.", ""]
+    if env.get("label") and not env.get("earlier_runs"):
+        lines += [f"Measured in one run: {env['label']}.", ""]
     if env.get("earlier_runs"):
         lines += [f"Rows merged from {len(env['earlier_runs']) + 1} runs (--append); each row's peers ran in the same "
                   "run as its tensorforge engine." + (f" {env['note']}" if env.get("note") else ""), ""]
