@@ -196,8 +196,9 @@ def _merge_previous(res: dict, old: dict) -> dict:
     res["gelu"] = [g for g in old.get("gelu", []) if g.get("dtype") not in have] + res["gelu"]
     res["build_cost"] = res["build_cost"] or old.get("build_cost")
     have_rows = {key(r) for r in res["zoo"] if "error" not in r}
-    res["skipped"] = [s for s in old.get("skipped", []) + res["skipped"]
-                      if not any(s.startswith(f"{m} b{b} {d}:") for m, b, d in have_rows)]
+    res["skipped"] = [s for s in old.get("skipped", []) + res["skipped"]       # "<model> b<batch> <dtype>: why"
+                      if not any(s.startswith(f"{m} b{b} {d}:") or s.startswith(f"{m} (all cases):")
+                                 for m, b, d in have_rows)]
     res["environment"]["earlier_runs"] = old["environment"].get("earlier_runs", []) + [old["environment"]]
     return res
 

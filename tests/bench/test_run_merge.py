@@ -26,7 +26,8 @@ def test_merge_keeps_unmeasured_rows_and_replaces_measured_ones():
 def test_merge_drops_not_run_entries_for_cases_that_have_rows_and_labels_rows_by_run():
     import report
     old = _res([("vit", 32, 2.0)], env="old")
-    old["skipped"] = ["vit b32 fp16: time budget spent", "gpt2 b1 fp16: time budget spent"]
+    old["skipped"] = ["vit b32 fp16: time budget spent", "gpt2 b1 fp16: time budget spent",
+                      "vit (all cases): time budget spent"]
     for row in old["zoo"]:
         row["run"] = "abc123"
     new = _res([("vit", 1, 0.5)])
