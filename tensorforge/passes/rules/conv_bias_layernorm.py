@@ -17,7 +17,8 @@ RULE_NAME = "Conv(x, w, b) → Transpose → LayerNorm ⇒ Conv(x, w) → Transp
 
 
 def _only_reader(g: Graph, tensor: str, layer: Layer) -> bool:
-    return not g.is_output(tensor) and [c for c in g.consumers(tensor)] == [layer]
+    readers = g.consumers(tensor)
+    return not g.is_output(tensor) and len(readers) == 1 and readers[0] is layer
 
 
 def _match(g: Graph, ln: Layer) -> tuple[Layer | None, Layer | None, str | None]:
