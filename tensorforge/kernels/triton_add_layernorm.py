@@ -74,9 +74,9 @@ def add_layernorm(a, b, scale, bias, eps: float, warps: int = 4):
     return y, s
 
 
-@tactic("AddLayerNormalization", name="triton_rowwise", configs=[{"warps": 4}, {"warps": 8}, {"warps": 2}],
-        priority=10)
-class TritonAddLayerNorm:
+class _LastAxisAddLayerNorm:
+    """What the two Triton tactics share: CUDA, float32 statistics, the last axis, inputs (a, b, γ[, β])."""
+
     @staticmethod
     def supports(layer, device):
         why = triton_device_reason(device)
@@ -86,42 +86,46 @@ class TritonAddLayerNorm:
             return f"stash_type={layer.attrs.get('stash_type')} (the kernel keeps float32 statistics)"
         return None
 
-    @staticmethod
-    def fits(layer, cfg, inputs):
-        a, b = inputs[0], inputs[1]
-        if tuple(a.shape) != tuple(b.shape):
-            return f"the operands differ in shape ({tuple(a.shape)} and {tuple(b.shape)}): triton_shift_rows adds a row vector"
-        return None
-
-    @staticmethod
-    def build(layer, cfg, device):
-        eps, warps = float(layer.attrs.get("epsilon", 1e-5)), int(cfg.get("warps", 4))
+    @classmethod
+    def build(cls, layer, cfg, device):
+        eps = float(layer.attrs.get("epsilon", 1e-5))
 
         def run(inputs):
             a, b, scale = inputs[0], inputs[1], inputs[2]
             bias = inputs[3] if len(inputs) > 3 else None
             if a.dim() and int(layer.attrs.get("axis", -1)) % a.dim() != a.dim() - 1:
                 raise ValueError("the Triton kernel normalises over the last axis only")
-            return list(add_layernorm(a, b, scale, bias, eps, warps))
+            return cls.compute(a, b, scale, bias, eps, cfg)
         return run
 
 
+@tactic("AddLayerNormalization", name="triton_rowwise", configs=[{"warps": 4}, {"warps": 8}, {"warps": 2}],
+        priority=10)
+class TritonAddLayerNorm(_LastAxisAddLayerNorm):
+    @staticmethod
+    def fits(layer, cfg, inputs):
+        a, b = inputs[0], inputs[1]
+        if tuple(a.shape) != tuple(b.shape):
+            return (f"the operands differ in shape ({tuple(a.shape)} and {tuple(b.shape)}): "
+                    "triton_shift_rows adds a row vector")
+        return None
+
+    @staticmethod
+    def compute(a, b, scale, bias, eps, cfg):
+        return list(add_layernorm(a, b, scale, bias, eps, int(cfg.get("warps", 4))))
+
+
 @tactic("AddLayerNormalization", name="triton_shift_rows", configs=LAYERNORM_CONFIGS, priority=9)
-class TritonShiftLayerNorm:
+class TritonShiftLayerNorm(_LastAxisAddLayerNorm):
     """Y = LayerNorm(a + b) for b one value per column (a convolution's bias moved past the transpose into the
     LayerNorm, passes/rules/conv_bias_layernorm.py) and the sum not kept: the LayerNorm kernel with a row shift,
     multi-row and strided configs included — the same traffic as the LayerNorm alone."""
 
     @staticmethod
     def supports(layer, device):
-        why = triton_device_reason(device)
-        if why is not None:
-            return why
         if len(layer.outputs) > 1 and layer.outputs[1]:
             return "the sum is read by later layers (this tactic does not write it)"
-        if layer.attrs.get("stash_type", 1) != 1:
-            return f"stash_type={layer.attrs.get('stash_type')} (the kernel keeps float32 statistics)"
-        return None
+        return _LastAxisAddLayerNorm.supports(layer, device)
 
     @staticmethod
     def fits(layer, cfg, inputs):
@@ -131,15 +135,6 @@ class TritonShiftLayerNorm:
         return None
 
     @staticmethod
-    def build(layer, cfg, device):
-        eps, warps = float(layer.attrs.get("epsilon", 1e-5)), int(cfg.get("warps", 4))
-
-        def run(inputs):
-            a, b, scale = inputs[0], inputs[1], inputs[2]
-            bias = inputs[3] if len(inputs) > 3 else None
-            if a.dim() and int(layer.attrs.get("axis", -1)) % a.dim() != a.dim() - 1:
-                raise ValueError("the Triton kernel normalises over the last axis only")
-            return [layernorm(a, scale, bias, -1, eps, warps, rows=int(cfg.get("rows", 1)),
-                              strided=bool(cfg.get("strided", 0)), shift=b), None]
-        return run
-
+    def compute(a, b, scale, bias, eps, cfg):
+        return [layernorm(a, scale, bias, -1, eps, int(cfg.get("warps", 4)), rows=int(cfg.get("rows", 1)),
+                          strided=bool(cfg.get("strided", 0)), shift=b), None]

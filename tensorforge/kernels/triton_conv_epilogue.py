@@ -126,28 +126,36 @@ class _CudnnTritonEpilogue:
 
     @staticmethod
     def build(layer, cfg, device):
-        a = layer.attrs
-        conv = get_spec("Conv").reference        # resolves pads / auto_pad exactly as the IR op does
-        conv_attrs = {k: a.get(k) for k in _CONV_ATTRS if k in a}
-        act, alpha, beta, res_first = epilogue_attrs(a)
-        channels_last = cfg.get("layout", "nchw") == "nhwc"
-        fmt = torch.channels_last if channels_last else torch.contiguous_format
-        kept: list = [None, None]                # (weight tensor seen, its copy in the layout)
+        act, alpha, beta, res_first = epilogue_attrs(layer.attrs)
+        conv = bias_free_conv(layer, cfg.get("layout", "nchw") == "nhwc")
 
         def run(inputs):
-            x, w = inputs[0], inputs[1]
+            y = conv(inputs[0], inputs[1])
             bias = inputs[2] if len(inputs) > 2 else None
             residual = inputs[3] if len(inputs) > 3 else None
-            if x.dim() != 4 or w.dim() != 4:
-                raise ValueError(f"the cuDNN + Triton epilogue tactic runs 2-D convolutions (x is {x.dim()}-D)")
-            if kept[0] is not w:
-                kept[0], kept[1] = w, w.contiguous(memory_format=fmt)
-            y = conv(x.contiguous(memory_format=fmt), kept[1], None, **conv_attrs)
-            nhwc = _is_nhwc(y)
-            if not nhwc and not y.is_contiguous():          # the library returned neither dense layout
-                y, nhwc = y.contiguous(memory_format=fmt), channels_last
-            return [conv_bias_act_(y, bias, residual, act, alpha, beta, res_first, channels_last=nhwc)]
+            return [conv_bias_act_(y, bias, residual, act, alpha, beta, res_first)]
         return run
+
+
+def bias_free_conv(layer, channels_last: bool):
+    """conv(x, w) → the layer's 2-D convolution without bias through cuDNN, x and w in the layout (w converted once
+    per weight tensor), the result dense NCHW or dense channels-last (whichever the library returned; made dense
+    in the layout otherwise) — the input of the Triton epilogues."""
+    conv = get_spec("Conv").reference        # resolves pads / auto_pad exactly as the IR op does
+    conv_attrs = {k: layer.attrs.get(k) for k in _CONV_ATTRS if k in layer.attrs}
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    kept: list = [None, None]                # (weight tensor seen, its copy in the layout)
+
+    def run(x, w):
+        if x.dim() != 4 or w.dim() != 4:
+            raise ValueError(f"the cuDNN + Triton epilogue tactics run 2-D convolutions (x is {x.dim()}-D)")
+        if kept[0] is not w:
+            kept[0], kept[1] = w, w.contiguous(memory_format=fmt)
+        y = conv(x.contiguous(memory_format=fmt), kept[1], None, **conv_attrs)
+        if not _is_nhwc(y) and not y.is_contiguous():          # the library returned neither dense layout
+            y = y.contiguous(memory_format=fmt)
+        return y
+    return run
 
 
 @tactic("FusedConv", name="cudnn_triton_epilogue", configs=[{"layout": "nhwc"}, {"layout": "nchw"}], priority=-140)

@@ -20,10 +20,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ..ir import get_spec
-from .registry import tactic, triton_device_reason
+from .registry import tactic
 from .torch_fused import epilogue_attrs
-from .triton_conv_epilogue import _CONV_ATTRS, _CudnnTritonEpilogue, _is_nhwc, conv_bias_act_
+from .triton_conv_epilogue import _CudnnTritonEpilogue, _is_nhwc, bias_free_conv, conv_bias_act_
 from .triton_gemm import ACTIVATIONS, apply_activation
 from .triton_pool import global_avg_pool
 
@@ -113,27 +112,16 @@ class FusedConvPoolTriton:
 
     @staticmethod
     def build(layer, cfg, device):
-        a = layer.attrs
-        conv = get_spec("Conv").reference
-        conv_attrs = {k: a.get(k) for k in _CONV_ATTRS if k in a}
-        act, alpha, beta, res_first = epilogue_attrs(a)
-        fmt = torch.channels_last if cfg.get("layout", "nchw") == "nhwc" else torch.contiguous_format
+        act, alpha, beta, res_first = epilogue_attrs(layer.attrs)
+        conv = bias_free_conv(layer, cfg.get("layout", "nchw") == "nhwc")
         store_y = bool(layer.outputs and layer.outputs[0])
         separate = cfg.get("pool") == "separate"
         tile = {k: cfg[k] for k in ("BLOCK_C", "BLOCK_HW", "warps") if k in cfg}
-        kept: list = [None, None]                # (weight tensor seen, its copy in the layout)
 
         def run(inputs):
-            x, w = inputs[0], inputs[1]
+            y = conv(inputs[0], inputs[1])
             bias = inputs[2] if len(inputs) > 2 else None
             residual = inputs[3] if len(inputs) > 3 else None
-            if x.dim() != 4 or w.dim() != 4:
-                raise ValueError(f"the cuDNN + Triton pool tactic runs 2-D convolutions (x is {x.dim()}-D)")
-            if kept[0] is not w:
-                kept[0], kept[1] = w, w.contiguous(memory_format=fmt)
-            y = conv(x.contiguous(memory_format=fmt), kept[1], None, **conv_attrs)
-            if not _is_nhwc(y) and not y.is_contiguous():    # the library returned neither dense layout
-                y = y.contiguous(memory_format=fmt)
             if separate:
                 y = conv_bias_act_(y, bias, residual, act, alpha, beta, res_first)
                 return [y if store_y else None, global_avg_pool(y)]

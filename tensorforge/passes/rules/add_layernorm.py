@@ -11,7 +11,7 @@ Runs after precision conversion (LATE_PASSES): the Add and the LayerNorm then ha
 from ...ir import Layer, Network, TensorInfo
 from ...util.log import get_logger
 from ..pattern import Graph
-from .base import Rejection
+from .base import record_rejection
 
 RULE_NAME = "Add(a, b) → LayerNorm ⇒ AddLayerNormalization(a, b) → (Y, a + b)"    # also a GEMM's residual add
 
@@ -101,10 +101,7 @@ def fuse_add_layernorm(net: Network, shape_points: list[dict] | None = None, max
                     and position[id(g.producer(i))] > position[id(producer)]]
             why = f"{late[0]!r} is computed after the sum" if late else None
         if why:
-            rej = Rejection(RULE_NAME, ln.name, why)
-            log.verbose(str(rej))
-            if rejections is not None:
-                rejections.append(rej)
+            record_rejection(RULE_NAME, ln.name, why, rejections)
             continue
         replace[id(producer)] = _fused(net, producer, ln)
         drop.add(id(ln))

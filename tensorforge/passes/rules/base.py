@@ -27,6 +27,15 @@ class Rejection:
         return f"rule {self.rule}: not applied at {self.layer!r}: {self.reason}"
 
 
+def record_rejection(rule_name: str, layer_name: str, reason: str, rejections: list | None) -> None:
+    """Log why `rule_name` did not apply at `layer_name` (--verbose) and keep it in `rejections` when given: the
+    reporting of the passes that match by hand instead of through a pattern."""
+    rej = Rejection(rule_name, layer_name, reason)
+    get_logger().verbose(str(rej))
+    if rejections is not None:
+        rejections.append(rej)
+
+
 class Rule:
     name: str = ""
     pattern: Pattern

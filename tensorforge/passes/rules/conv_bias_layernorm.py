@@ -11,7 +11,7 @@ Runs after precision conversion (LATE_PASSES), before the pointwise grouping.
 from ...ir import Layer, Network
 from ...util.log import get_logger
 from ..pattern import Graph
-from .base import Rejection
+from .base import record_rejection
 
 RULE_NAME = "Conv(x, w, b) → Transpose → LayerNorm ⇒ Conv(x, w) → Transpose → AddLayerNormalization(·, b)"
 
@@ -63,10 +63,7 @@ def move_conv_bias_into_layernorm(net: Network, shape_points: list[dict] | None 
             continue
         conv, tr, why = _match(g, ln)
         if why:
-            rej = Rejection(RULE_NAME, ln.name, why)
-            log.verbose(str(rej))
-            if rejections is not None:
-                rejections.append(rej)
+            record_rejection(RULE_NAME, ln.name, why, rejections)
             continue
         bias = conv.inputs[2]
         unbiased = conv.copy()

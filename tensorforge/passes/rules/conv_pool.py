@@ -11,7 +11,7 @@ Runs after precision conversion (LATE_PASSES), so the fused layer takes the conv
 from ...ir import Layer, Network, TensorInfo
 from ...util.log import get_logger
 from ..pattern import Graph
-from .base import Rejection
+from .base import record_rejection
 
 RULE_NAME = "FusedConv → GlobalAveragePool ⇒ FusedConvPool → (Y, mean of Y)"
 
@@ -44,10 +44,7 @@ def fuse_conv_pool(net: Network, shape_points: list[dict] | None = None, max_fol
         if why is None and id(conv) in replace:
             why = "the convolution output is already pooled by another fused layer"
         if why:
-            rej = Rejection(RULE_NAME, pool.name, why)
-            log.verbose(str(rej))
-            if rejections is not None:
-                rejections.append(rej)
+            record_rejection(RULE_NAME, pool.name, why, rejections)
             continue
         y = conv.outputs[0]
         y_read = len(g.consumers(y)) > 1 or g.is_output(y)

@@ -13,7 +13,7 @@ from ...ir import Layer, Network
 from ...util.log import get_logger
 from ..dead_code import remove_dead_layers
 from ..pattern import Graph
-from .base import Rejection, Rule
+from .base import Rule, record_rejection
 from .epilogue import per_channel_reason
 
 CORES = ("MatMulEpilogue", "MatMul", "Gemm")
@@ -123,10 +123,7 @@ class HorizontalGemm(Rule):
 
 
 def _report(rule: Rule, layer: Layer, reason: str, rejections: list | None) -> None:
-    rej = Rejection(rule.name, layer.name, reason)
-    get_logger().verbose(str(rej))
-    if rejections is not None:
-        rejections.append(rej)
+    record_rejection(rule.name, layer.name, reason, rejections)
 
 
 def fuse_horizontal_gemms(net: Network, shape_points: list[dict] | None = None, rejections: list | None = None,

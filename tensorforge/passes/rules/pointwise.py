@@ -17,9 +17,8 @@ Cost: union–find over the layers plus a bounded search per merge.
 
 from ...ir import Layer, Network, dtype_name, get_spec
 from ...ir.ops.fused import CHAIN_DTYPES, POINTWISE_OPS, pointwise_reason
-from ...util.log import get_logger
 from ..pattern import Graph
-from .base import Rejection
+from .base import record_rejection
 
 MAX_INPUTS, MAX_OUTPUTS = 12, 6
 
@@ -165,7 +164,6 @@ def _numel(shape) -> int:
 def group_pointwise_chains(net: Network, shape_points: list[dict] | None = None, rejections: list | None = None,
                            max_fold_elements: int = 1 << 24, **_) -> int:
     g = Graph(net, shape_points or [], max_fold_elements)
-    log = get_logger()
     index = {id(layer): k for k, layer in enumerate(net.layers)}
     ok: set[int] = set()
     for k, layer in enumerate(net.layers):
@@ -173,10 +171,7 @@ def group_pointwise_chains(net: Network, shape_points: list[dict] | None = None,
         if why is None:
             ok.add(k)
         elif layer.op in POINTWISE_OPS and "host" not in why:
-            rej = Rejection("pointwise chain", layer.name, why)
-            log.verbose(str(rej))
-            if rejections is not None:
-                rejections.append(rej)
+            record_rejection("pointwise chain", layer.name, why, rejections)
     groups = _Groups()
     members_of: dict[int, set[int]] = {k: {k} for k in ok}
     for k in sorted(ok):
