@@ -14,6 +14,7 @@ refused with the reason, and cuDNN configurations it cannot fuse fail while timi
 import torch
 
 from .registry import tactic
+from .torch_fused import epilogue_operands
 
 
 @tactic("FusedConv", name="cudnn_fused_relu", configs=[{"layout": "nchw"}, {"layout": "nhwc"}], priority=-160)
@@ -48,9 +49,7 @@ class FusedConvCudnnRelu:
         kept: list = [None, None]
 
         def run(inputs):
-            x, w = inputs[0], inputs[1]
-            bias = inputs[2] if len(inputs) > 2 else None
-            residual = inputs[3] if len(inputs) > 3 else None
+            x, w, bias, residual = epilogue_operands(inputs)
             if x.dim() != 4:
                 raise ValueError(f"cuDNN fused convolution needs a 4-D input, got {x.dim()}-D")
             if kept[0] is not w:

@@ -20,7 +20,7 @@ import torch
 
 from ..ir import get_spec
 from .registry import tactic
-from .torch_fused import epilogue_, epilogue_attrs
+from .torch_fused import epilogue_attrs, epilogue_operands
 
 _DTYPES = (torch.float32, torch.bfloat16)
 
@@ -100,9 +100,7 @@ class OneDnnMatMulEpilogue:
         pack = _PackedWeight(trans=bool(trans_b))
 
         def run(inputs):
-            a, b = inputs[0], inputs[1]
-            bias = inputs[2] if len(inputs) > 2 else None
-            residual = inputs[3] if len(inputs) > 3 else None
+            a, b, bias, residual = epilogue_operands(inputs)
             fused = (post is not None and b.dim() == 2 and scale == 1.0 and a.dtype in _DTYPES and b.dtype == a.dtype
                      and not (residual is not None and res_first and act != "none"))
             if not fused:     # the cases listed in the module docstring: the op's own torch computation

@@ -46,6 +46,20 @@ def activation_(y: torch.Tensor, act: str, alpha: float, beta: float) -> torch.T
     raise ValueError(f"unknown epilogue activation {act!r}")
 
 
+CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+
+def conv_attrs(attrs: dict) -> dict:
+    """The Conv attributes among a FusedConv/FusedConvPool layer's attributes (the rest is its epilogue)."""
+    return {k: attrs.get(k) for k in CONV_ATTRS if k in attrs}
+
+
+def epilogue_operands(inputs: list) -> tuple:
+    """(a, b, bias, residual) of a MatMulEpilogue / FusedConv / FusedConvPool layer; absent ones are None."""
+    return (inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None,
+            inputs[3] if len(inputs) > 3 else None)
+
+
 def epilogue_(y, residual, act, alpha, beta, residual_first):
     """y ← act(y [+ residual]) [+ residual], in place (y is a fresh GEMM/conv output)."""
     if residual is not None and residual_first:
@@ -162,9 +176,7 @@ class TorchMatMulEpilogue:
         act, alpha, beta, res_first = epilogue_attrs(a_)
 
         def run(inputs):
-            a, b = inputs[0], inputs[1]
-            bias = inputs[2] if len(inputs) > 2 else None
-            residual = inputs[3] if len(inputs) > 3 else None
+            a, b, bias, residual = epilogue_operands(inputs)
             if trans_b:
                 b = b.transpose(-1, -2)
             return [product(a, b, bias, residual)]
@@ -198,17 +210,13 @@ class TorchFusedConv:
 
     @staticmethod
     def build(layer, cfg, device):
-        a_ = layer.attrs
         conv = get_spec("Conv").reference
-        conv_attrs = {k: a_.get(k) for k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
-                      if k in a_}
-        act, alpha, beta, res_first = epilogue_attrs(a_)
+        attrs = conv_attrs(layer.attrs)
+        act, alpha, beta, res_first = epilogue_attrs(layer.attrs)
 
         def run(inputs):
-            x, w = inputs[0], inputs[1]
-            bias = inputs[2] if len(inputs) > 2 else None
-            residual = inputs[3] if len(inputs) > 3 else None
-            y = conv(x, w, bias, **conv_attrs)
+            x, w, bias, residual = epilogue_operands(inputs)
+            y = conv(x, w, bias, **attrs)
             return [epilogue_(y, residual, act, alpha, beta, res_first)]
         return run
 

@@ -20,12 +20,11 @@ import triton.language as tl
 
 from ..ir import get_spec
 from .registry import tactic, triton_device_reason
-from .torch_fused import epilogue_attrs
+from .torch_fused import conv_attrs, epilogue_attrs, epilogue_operands
 from .triton_gemm import ACTIVATIONS, apply_activation
 
 BLOCK = 1024
 WARPS = 4
-_CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 
 
 @triton.jit
@@ -130,9 +129,8 @@ class _CudnnTritonEpilogue:
         conv = bias_free_conv(layer, cfg.get("layout", "nchw") == "nhwc")
 
         def run(inputs):
-            y = conv(inputs[0], inputs[1])
-            bias = inputs[2] if len(inputs) > 2 else None
-            residual = inputs[3] if len(inputs) > 3 else None
+            x, w, bias, residual = epilogue_operands(inputs)
+            y = conv(x, w)
             return [conv_bias_act_(y, bias, residual, act, alpha, beta, res_first)]
         return run
 
@@ -142,7 +140,7 @@ def bias_free_conv(layer, channels_last: bool):
     per weight tensor), the result dense NCHW or dense channels-last (whichever the library returned; made dense
     in the layout otherwise) — the input of the Triton epilogues."""
     conv = get_spec("Conv").reference        # resolves pads / auto_pad exactly as the IR op does
-    conv_attrs = {k: layer.attrs.get(k) for k in _CONV_ATTRS if k in layer.attrs}
+    attrs = conv_attrs(layer.attrs)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     kept: list = [None, None]                # (weight tensor seen, its copy in the layout)
 
@@ -151,7 +149,7 @@ def bias_free_conv(layer, channels_last: bool):
             raise ValueError(f"the cuDNN + Triton epilogue tactics run 2-D convolutions (x is {x.dim()}-D)")
         if kept[0] is not w:
             kept[0], kept[1] = w, w.contiguous(memory_format=fmt)
-        y = conv(x.contiguous(memory_format=fmt), kept[1], None, **conv_attrs)
+        y = conv(x.contiguous(memory_format=fmt), kept[1], None, **attrs)
         if not _is_nhwc(y) and not y.is_contiguous():          # the library returned neither dense layout
             y = y.contiguous(memory_format=fmt)
         return y

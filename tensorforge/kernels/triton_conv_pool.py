@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from .registry import tactic
-from .torch_fused import epilogue_attrs
+from .torch_fused import epilogue_attrs, epilogue_operands
 from .triton_conv_epilogue import _CudnnTritonEpilogue, _is_nhwc, bias_free_conv, conv_bias_act_
 from .triton_gemm import ACTIVATIONS, apply_activation
 from .triton_pool import global_avg_pool
@@ -119,9 +119,8 @@ class FusedConvPoolTriton:
         tile = {k: cfg[k] for k in ("BLOCK_C", "BLOCK_HW", "warps") if k in cfg}
 
         def run(inputs):
-            y = conv(inputs[0], inputs[1])
-            bias = inputs[2] if len(inputs) > 2 else None
-            residual = inputs[3] if len(inputs) > 3 else None
+            x, w, bias, residual = epilogue_operands(inputs)
+            y = conv(x, w)
             if separate:
                 y = conv_bias_act_(y, bias, residual, act, alpha, beta, res_first)
                 return [y if store_y else None, global_avg_pool(y)]

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from .registry import tactic, triton_device_reason
-from .torch_fused import rows_in_memory_order
+from .torch_fused import epilogue_operands, rows_in_memory_order
 
 CONFIGS = [
     {"BM": 128, "BN": 128, "BK": 32, "G": 8, "stages": 3, "warps": 8},
@@ -170,9 +170,7 @@ class TritonGemmEpilogue:
         a_ = dict(layer.attrs)
 
         def run(inputs):
-            a, b = inputs[0], inputs[1]
-            bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
-            residual = inputs[3] if len(inputs) > 3 else None
+            a, b, bias, residual = epilogue_operands(inputs)
             if a_.get("trans_b", 0):
                 b = b.transpose(-1, -2)
             return [product(a, b, bias, residual)]
