@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from ..ir import Network
 from ..util.errors import BuildError
 from ..util.fileio import atomic_write
 from ..version import __version__
@@ -35,7 +36,20 @@ def device_key(fingerprint: str) -> str:
     return f"{fingerprint} torch-{torch.__version__}"
 
 
+def _network_json(net: Network) -> dict:
+    """A control-flow body (If/Loop/Scan attribute) as plain JSON: its layers, tensor types and constant digests.
+    Two bodies get the same signature exactly when they compute the same thing on the same types."""
+    return {"inputs": list(net.inputs), "outputs": list(net.outputs),
+            "constants": {k: _attr_json(v) for k, v in sorted(net.constants.items())},
+            "tensors": {k: [str(t.dtype), None if t.shape is None else [str(d) for d in t.shape]]
+                        for k, t in sorted(net.tensors.items())},
+            "layers": [{"op": la.op, "inputs": list(la.inputs), "outputs": list(la.outputs),
+                        "attrs": _attr_json(dict(sorted(la.attrs.items())))} for la in net.layers]}
+
+
 def _attr_json(value):
+    if isinstance(value, Network):
+        return {"$network": _network_json(value)}
     if isinstance(value, torch.Tensor):
         t = value.detach().cpu().contiguous()
         raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""      # 0-d too
