@@ -1,0 +1,136 @@
+"""Quantized compute made by the Q/DQ fusion rules (passes/rules/qdq*.py): QuantizedConv, QuantizedConvTranspose,
+QuantizedMatMul — one op each with ONE torch reference, the exact semantics every tactic is tested against.
+
+    acc  = Σ_k (x − zx)(w − zw[c])                      exact integer (int8/uint8) or exact float64 (float8 E4M3)
+    t    = float32(acc) · (sx · sw[c]) + bias[c]        float32, the multiplier sx·sw[c] rounded once to float32
+    t    = act(t)                       if not residual_first
+    t    = DQ(Q(t, s_mid, z_mid))       if mid_scale      (the producer's own Q/DQ before a residual Add)
+    t    = t + DQ(r, s_r, z_r) | t + r  if a residual     (r quantized when residual_scale, else float)
+    t    = act(t)                       if residual_first
+    out  = Q(t, sy, zy) in y_dtype      if y_scale, else t in y_dtype (a float type)
+
+Q and DQ are ONNX's QuantizeLinear/DequantizeLinear (ir/ops/quant.py): round half to even, saturate. Activation
+scales and zero points are per tensor (attributes), weight scales and zero points per output channel (lists of
+length 1 or C_out), so an engine stores every scale as data in its manifest. Weights are stored quantized.
+Traffic: read x (1 byte/elem), w (1 byte), bias and residual once; write out once (1 byte when quantized).
+"""
+
+import torch
+
+from ..dtypes import dtype_from_name
+from ..opspec import REQUIRED, get_spec, op
+from .fused import apply_activation
+from .low_precision import FLOAT8, INT_RANGES
+
+QUANT_DTYPES = ("int8", "uint8", "float8_e4m3fn")    # x_dtype, mid_dtype, y_dtype (y_dtype also a float type)
+_CONV = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None, "strides": None}
+_QUANT = {"x_dtype": REQUIRED, "x_scale": REQUIRED, "x_zero_point": 0, "w_scale": REQUIRED, "w_zero_point": None,
+          "mid_scale": 0.0, "mid_zero_point": 0, "mid_dtype": "",
+          "residual_scale": 0.0, "residual_zero_point": 0,
+          "activation": "none", "alpha": 0.0, "beta": 0.0, "residual_first": 1,
+          "y_scale": 0.0, "y_zero_point": 0, "y_dtype": "float32"}
+
+
+def quantize(t: torch.Tensor, scale: float, zero_point, dtype: str) -> torch.Tensor:
+    """ONNX QuantizeLinear of float32 `t` with a per-tensor scale (the QuantizeLinear reference)."""
+    dt = dtype_from_name(dtype)
+    zp = torch.tensor(zero_point, dtype=dt) if dt not in FLOAT8 else torch.zeros((), dtype=dt)
+    return get_spec("QuantizeLinear").reference(t.float(), torch.tensor(scale, dtype=torch.float32), zp)
+
+
+def dequantize(q: torch.Tensor, scale: float, zero_point) -> torch.Tensor:
+    """ONNX DequantizeLinear to float32 with a per-tensor scale."""
+    if q.dtype in FLOAT8:
+        return q.float() * torch.tensor(scale, dtype=torch.float32)
+    return (q.to(torch.int64) - int(zero_point)).float() * torch.tensor(scale, dtype=torch.float32)
+
+
+def centered(q: torch.Tensor, zero_point, channel_axis: int | None = None) -> torch.Tensor:
+    """q − zero_point in float64 (exact for 8-bit integers and float8); zero_point a scalar or per channel."""
+    v = q.double() if q.dtype in FLOAT8 else q.to(torch.int64).double()
+    if zero_point is None or q.dtype in FLOAT8:
+        return v
+    z = torch.tensor(zero_point, dtype=torch.float64).reshape(-1)
+    if z.numel() == 1:
+        return v - z[0]
+    shape = [1] * v.dim()
+    shape[channel_axis] = -1
+    return v - z.reshape(shape)
+
+
+def channel_multiplier(x_scale: float, w_scale: list[float]) -> torch.Tensor:
+    """float32(sx) · float32(sw[c]), rounded once to float32: shape (C,) or (1,)."""
+    return torch.tensor(x_scale, dtype=torch.float32) * torch.tensor(w_scale, dtype=torch.float32).reshape(-1)
+
+
+def requantize(acc: torch.Tensor, mult: torch.Tensor, bias, residual, a: dict, channel_axis: int) -> torch.Tensor:
+    """The epilogue from a float32 accumulator (exact integer values, or float8 sums) to the output (module doc)."""
+    shape = [1] * acc.dim()
+    shape[channel_axis] = -1
+    t = acc.float() * mult.to(acc.device).reshape(shape)
+    if bias is not None:
+        t = t + bias.float().reshape(shape)
+    if not a["residual_first"]:
+        t = apply_activation(t, a["activation"], a["alpha"], a["beta"])
+    if a["mid_scale"]:
+        t = dequantize(quantize(t, a["mid_scale"], a["mid_zero_point"], a["mid_dtype"]), a["mid_scale"],
+                       a["mid_zero_point"])
+    if residual is not None:
+        r = dequantize(residual, a["residual_scale"], a["residual_zero_point"]) if a["residual_scale"] \
+            else residual.float()
+        t = t + r
+    if a["residual_first"]:
+        t = apply_activation(t, a["activation"], a["alpha"], a["beta"])
+    if a["y_scale"]:
+        return quantize(t, a["y_scale"], a["y_zero_point"], a["y_dtype"])
+    return t.to(dtype_from_name(a["y_dtype"]))
+
+
+def check_operands(x: torch.Tensor, w: torch.Tensor, a: dict) -> None:
+    """The declared activation type (x_dtype) is the one given, and the weights are of the same family."""
+    want = dtype_from_name(a["x_dtype"])
+    if x.dtype != want or (w.dtype in FLOAT8) != (want in FLOAT8):
+        raise TypeError(f"quantized op declared for {a['x_dtype']} activations got {x.dtype} with {w.dtype} weights")
+
+
+def exact_accumulator(acc64: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The float64 product sum as the accumulator a kernel holds: integers exactly (int32 range), float8 sums
+    rounded to float32 (what an fp32-accumulating tensor core returns up to summation order)."""
+    if x.dtype in FLOAT8:
+        return acc64.float()
+    lo, hi = INT_RANGES[torch.int32]
+    return torch.round(acc64).clamp(lo, hi)
+
+
+@op("QuantizedConv", attrs={**_CONV, **_QUANT})
+def quantized_conv(x, w, bias=None, residual=None, **a):
+    """Conv(DQ(x), DQ(w)) with the quantized epilogue of the module doc; w (C_out, C_in/group, k…) quantized,
+    per-output-channel w_scale/w_zero_point along axis 0, output channel axis 1."""
+    check_operands(x, w, a)
+    conv = get_spec("Conv").reference
+    acc = conv(centered(x, a["x_zero_point"]), centered(w, a["w_zero_point"], 0).to(x.device), None,
+               **{k: a[k] for k in _CONV})
+    return requantize(exact_accumulator(acc, x), channel_multiplier(a["x_scale"], a["w_scale"]), bias, residual,
+                      a, 1)
+
+
+@op("QuantizedConvTranspose", attrs={**_CONV, "output_padding": None, "output_shape": None, **_QUANT})
+def quantized_conv_transpose(x, w, bias=None, residual=None, **a):
+    """ConvTranspose(DQ(x), DQ(w)) with the quantized epilogue; w (C_in, C_out/group, k…) with per-output-channel
+    scales along axis 1 (ONNX's DequantizeLinear axis for ConvTranspose weights)."""
+    check_operands(x, w, a)
+    convt = get_spec("ConvTranspose").reference
+    attrs = {k: a[k] for k in (*_CONV, "output_padding", "output_shape")}
+    acc = convt(centered(x, a["x_zero_point"]), centered(w, a["w_zero_point"], 1).to(x.device), None, **attrs)
+    return requantize(exact_accumulator(acc, x), channel_multiplier(a["x_scale"], a["w_scale"]), bias, residual,
+                      a, 1)
+
+
+@op("QuantizedMatMul", attrs=dict(_QUANT))
+def quantized_matmul(a_, w, bias=None, residual=None, **a):
+    """DQ(a) @ DQ(w)ᵀ with the quantized epilogue: a (…, M, K), w (N, K) quantized (stored transposed, as a
+    GEMM's B operand in column-major), per-column w_scale/w_zero_point (length 1 or N), output (…, M, N)."""
+    check_operands(a_, w, a)
+    acc = torch.matmul(centered(a_, a["x_zero_point"]), centered(w, a["w_zero_point"], 0).to(a_.device).t())
+    return requantize(exact_accumulator(acc, a_), channel_multiplier(a["x_scale"], a["w_scale"]), bias, residual,
+                      a, acc.dim() - 1)

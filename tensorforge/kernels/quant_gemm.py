@@ -1,0 +1,69 @@
+"""The GEMM form of QuantizedMatMul / QuantizedConv shared by the integer and fp8 GEMM tactics: operands as
+A (M, K) and B (N, K) 8-bit matrices (im2col for convolutions, weights reordered once per kernel), a GEMM
+callback, the zero-point correction and the reference epilogue, and the output put back in the op's shape.
+
+    run(inputs):  A, B = gemm_view(x, w) → acc = gemm(A, B) (M, N) → correct(acc) → epilogue → reshape
+Entry point: `make_gemm_kernel(layer, device, gemm, fused_epilogue=None)`; a tactic whose kernel also runs the
+epilogue passes `fused_epilogue(a8, b8, z8, w_zp, bias, res2, params) -> (M, N) output`.
+"""
+
+import torch
+
+from .quant_common import (as_int8, conv_is_gemm_reason, conv_weight_matrix, epilogue_2d, im2col, is_fp8,
+                           quant_params, residual_rows, to_nchw, zero_point_correction)
+
+GEMM_OPS = ("QuantizedMatMul", "QuantizedConv")
+
+
+def gemm_layer_reason(layer) -> str | None:
+    if layer.op not in GEMM_OPS:
+        return f"{layer.op} has no GEMM form here"
+    return conv_is_gemm_reason(layer) if layer.op == "QuantizedConv" else None
+
+
+def weight_zero_points(layer, w: torch.Tensor, device):
+    """Per-channel int32 zero points of as_int8(w) (uint8 weights shift by 128), None when all are 0."""
+    zp = layer.attrs.get("w_zero_point")
+    if w.dtype != torch.uint8:
+        return None if not zp else torch.tensor(zp, dtype=torch.int32, device=device).reshape(-1)
+    base = torch.tensor(zp or [0], dtype=torch.int32, device=device).reshape(-1)
+    return base - 128
+
+
+def make_gemm_kernel(layer, device, gemm, fused_epilogue=None):
+    p = quant_params(layer, device)
+    conv = layer.op == "QuantizedConv"
+    prepared: dict = {}
+
+    def weights(w):
+        key = (w.data_ptr(), w._version)
+        if key not in prepared:
+            prepared.clear()
+            b = w if is_fp8(w) else as_int8(w)
+            b = conv_weight_matrix(b) if conv else b.contiguous()
+            prepared[key] = (b, weight_zero_points(layer, w, device))
+        return prepared[key]
+
+    def run(inputs):
+        x, w = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 else None
+        res = inputs[3] if len(inputs) > 3 else None
+        b8, w_zp = weights(w)
+        z8 = 0 if is_fp8(x) else p.int8_zero_point(x)
+        xa = x if is_fp8(x) else as_int8(x)
+        if conv:
+            a8, nhw = im2col(xa, w.shape, layer.attrs, z8)
+            res2 = residual_rows(res, a8.shape[0])
+        else:
+            lead = x.shape[:-1]
+            a8 = xa.reshape(-1, x.shape[-1])
+            res2 = None if res is None else res.reshape(a8.shape[0], -1)
+        if fused_epilogue is not None:
+            y2 = fused_epilogue(a8, b8, z8, w_zp, bias, res2, p)
+        else:
+            acc = gemm(a8, b8)
+            if not is_fp8(x):
+                acc = zero_point_correction(acc, a8, b8, z8, w_zp)
+            y2 = epilogue_2d(acc, bias, res2, p)
+        return [to_nchw(y2, nhw) if conv else y2.reshape(*lead, -1)]
+    return run
