@@ -21,12 +21,14 @@ from .rules.conv_bias_layernorm import move_conv_bias_into_layernorm
 from .rules.conv_pool import fuse_conv_pool
 from .rules.horizontal_gemm import fuse_horizontal_gemms
 from .rules.identity import remove_noops
+from .rules.qdq import fuse_qdq
 from .view_chains import collapse_view_chains
 from .rules.base import rule_pass
 
 # (name, minimum level, function(net, shape_points=..., **options) -> changes)
 PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("dead-code", 0, remove_dead_layers),
+    ("fuse-qdq", 1, fuse_qdq),           # before constant folding, which would turn weight DQs into float weights
     ("constant-fold", 1, fold_constants),
     ("dead-code", 1, remove_dead_layers),
     ("cse", 1, eliminate_common_subexpressions),

@@ -10,3 +10,4 @@ from . import shape, indexing, reduce, tensor_misc  # noqa: F401,E401
 from . import control, sequence, quant, random, bitwise, detection, rnn, signal, extra  # noqa: F401,E401
 from . import loss, attention, sequence_models, spatial, ml, training  # noqa: F401,E401
 from . import fused  # noqa: F401
+from . import quantized  # noqa: F401  (QuantizedConv/ConvTranspose/MatMul: Q/DQ fusion results)
