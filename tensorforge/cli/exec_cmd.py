@@ -26,7 +26,7 @@ from ..version import __version__
 from . import io_files, perf_report
 from .exec_runtime import after_benchmark, describe_context, report_layer_info
 from .inference_bench import benchmark, make_runner
-from .shapes_arg import format_shape
+from .shapes_arg import check_in_profiles, format_shape
 from .trtexec_flags import FLAGS, ExecOptions, help_text, parse_argv
 
 _BUILD_ONLY = ("--minShapes", "--optShapes", "--maxShapes", "--fp16", "--bf16", "--builderOptimizationLevel")
@@ -149,7 +149,8 @@ def _check(opts: ExecOptions) -> None:
             if name in opts.given:
                 raise UsageError(f"{name} has no effect with --skipInference", "drop one of them")
     for path, what in ((opts.save_engine, "engine file"), (opts.export_times, "times file"),
-                       (opts.export_output, "output file")):
+                       (opts.export_output, "output file"), (opts.export_profile, "profile file"),
+                       (opts.export_layer_info, "layer information file")):
         if path:
             io_files.check_writable(path, what)
 
@@ -240,6 +241,7 @@ def _inference_shapes(engine, opts) -> dict:
             shapes[info.name] = tuple(engine.profiles[0][info.name][1])
         else:
             raise ShapeError(f"input {info.name!r} has no inference shape", f"give one with --shapes={info.name}:1x3x224x224")
+    check_in_profiles(shapes, engine)
     return shapes
 
 

@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import secrets
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +108,14 @@ def check_writable(path: str, what: str) -> None:
         raise FileNotFound(f"cannot write {what} {p}: it is a folder", "name a file")
     if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise FileNotFound(f"cannot write {what} {p}: permission denied", "choose a writable path")
+    probe = folder / f".{p.name}.tfg-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    try:                          # a read-only mount or a full quota shows only when we try
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise FileNotFound(f"cannot write {what} {p}: {e.strerror or e}", "choose a writable path") from None
 
 
 def write_bytes(path: str, data: bytes | str, what: str) -> None:

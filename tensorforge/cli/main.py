@@ -51,6 +51,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("tensorforge: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:     # `tensorforge inspect X | head`: the reader left; stop quietly, as cat does
+        _silence_stdout()
+        return 0
     except Exception as e:  # noqa: BLE001 - last line of defence: one line, traceback on request
         if _verbose(argv):
             traceback.print_exc()
@@ -58,6 +61,16 @@ def main(argv=None) -> int:
         print(f"tensorforge: error: internal error: {type(e).__name__}: {first} "
               "(run with --verbose for the traceback and report it)", file=sys.stderr)
         return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not raise BrokenPipeError again."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

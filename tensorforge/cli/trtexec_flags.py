@@ -7,6 +7,7 @@ To support a flag: give its row a `field` (and a `convert` name from CONVERTERS)
 add the field to ExecOptions, and use it in exec_cmd.py (or wherever the feature lives).
 """
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -79,6 +80,8 @@ def _number(kind: type, lo: float | None = None, allow: tuple = ()) -> Callable[
         except ValueError:
             raise UsageError(f"{flag} takes a{'n integer' if kind is int else ' number'}, got {text!r}",
                              f"write {flag}=N") from None
+        if isinstance(v, float) and not math.isfinite(v):     # nan compares false with every bound
+            raise UsageError(f"{flag} takes a finite number, got {text!r}", f"write {flag}=N")
         if lo is not None and v < lo and v not in allow:
             raise UsageError(f"{flag} must be at least {lo:g}, got {text}", f"write {flag}=N with N >= {lo:g}")
         return v

@@ -2,12 +2,22 @@
 
 INT/FLOAT/STRING and their lists → int/float/str lists; TENSOR → torch.Tensor; GRAPH → the GraphProto
 (control-flow importers parse it as a sub-network). Defaults are read from `onnx.defs` schemas, never typed by hand.
+`check_attributes(op_type, attrs, where)` refuses values no op can run with (dilations 0, strides of 2^62,
+negative pads of a convolution …) as one ModelError naming the node, before any layer is built.
 """
 
 import onnx
 from onnx import helper
 
+from ..util.errors import ModelError
 from .tensors import to_torch
+
+MAX_DIM = 2**31 - 1
+# sliding-window ops: their kernel_shape/strides/dilations are ≥ 1, pads/output_padding ≥ 0, group ≥ 1
+_WINDOWED = {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "DeformConv", "MaxPool", "AveragePool",
+             "LpPool", "MaxUnpool", "Col2Im", "MaxRoiPool", "GlobalLpPool"}
+_POSITIVE = ("kernel_shape", "strides", "dilations", "group", "block_size", "blocksize")
+_NON_NEGATIVE = ("pads", "output_padding", "output_shape")
 
 
 def decode(attr: onnx.AttributeProto, base_dir: str | None = None):
@@ -33,3 +43,30 @@ def node_attributes(node: onnx.NodeProto, schema, base_dir: str | None = None) -
             if name not in attrs and spec.default_value.type != onnx.AttributeProto.UNDEFINED:
                 attrs[name] = decode(spec.default_value, base_dir)
     return attrs
+
+
+def _ints(value) -> list:
+    vals = value if isinstance(value, list) else [value]
+    return [v for v in vals if isinstance(v, int) and not isinstance(v, bool)]
+
+
+def check_attributes(op_type: str, attrs: dict, where: str) -> None:
+    """Bounds that hold for every version of the op: one ModelError naming the node and the attribute."""
+    for name, value in attrs.items():
+        for v in _ints(value):
+            if abs(v) > 2**62:
+                raise ModelError(f"{where}: attribute {name} = {v} is out of range", "re-export the model")
+    if op_type in _WINDOWED or op_type in ("DepthToSpace", "SpaceToDepth"):
+        for name in _POSITIVE:
+            if name in attrs:
+                bad = [v for v in _ints(attrs[name]) if not 1 <= v <= MAX_DIM]
+                if bad:
+                    raise ModelError(f"{where}: attribute {name} = {attrs[name]} must be positive (and below 2^31)",
+                                     f"fix {name} in the exporter; ONNX requires every entry ≥ 1")
+    if op_type in _WINDOWED:
+        for name in _NON_NEGATIVE:
+            if name in attrs:
+                bad = [v for v in _ints(attrs[name]) if not 0 <= v <= MAX_DIM]
+                if bad:
+                    raise ModelError(f"{where}: attribute {name} = {attrs[name]} must be ≥ 0 (and below 2^31)",
+                                     f"fix {name} in the exporter")

@@ -6,6 +6,7 @@ importer registered for its exact (domain, op_type, since_version), else to a re
 graph outputs. Any failure names the node, its op_type and opset, and what to do.
 """
 
+import math
 import os
 from pathlib import Path
 
@@ -17,35 +18,86 @@ from ..ir.verifier import problems
 from ..util.errors import ModelError, TensorforgeError, UnsupportedOpError
 from ..util.fileio import read_bytes
 from . import importers  # noqa: F401  (registers the built-in importers)
-from .attributes import node_attributes
+from .attributes import check_attributes, node_attributes
 from .context import ImportContext, NodeView
 from .plugins import import_plugin_node, override_importer
 from .registry import lookup, supported_versions
 from .tensors import to_torch, torch_dtype
 
 
-def load_model_proto(source) -> tuple[onnx.ModelProto, str | None]:
-    """Accept a path, raw bytes or a ModelProto; return the proto and the folder for external data."""
+def load_model_proto(source, external_data_dir=None) -> tuple[onnx.ModelProto, str | None]:
+    """Accept a path, raw bytes or a ModelProto; return the proto and the folder for external data.
+
+    External data is read only from the model's own folder (a path) or from `external_data_dir` (bytes or a
+    ModelProto): a model given as bytes has no folder, and the current directory is never assumed."""
     if isinstance(source, onnx.ModelProto):
-        return source, None
-    if isinstance(source, (bytes, bytearray)):
-        data, base_dir, what = bytes(source), None, "ONNX model bytes"
+        model, base_dir, what = source, None, "ONNX ModelProto"
     else:
-        data = read_bytes(source, "ONNX model")
-        base_dir, what = str(Path(source).resolve().parent), f"ONNX model {source}"
-    model = onnx.ModelProto()
-    try:
-        model.ParseFromString(data)
-    except (DecodeError, ValueError, RuntimeError) as e:
-        raise ModelError(f"cannot read {what}: not a valid ONNX protobuf ({e})",
-                         "the file is truncated or not an ONNX model; re-export it") from None
-    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
-        raise ModelError(f"{what} has no graph", "the file is truncated or not an ONNX model; re-export it")
+        if isinstance(source, (bytes, bytearray)):
+            data, base_dir, what = bytes(source), None, "ONNX model bytes"
+        else:
+            data = read_bytes(source, "ONNX model")
+            base_dir, what = str(Path(source).resolve().parent), f"ONNX model {source}"
+        model = onnx.ModelProto()
+        try:
+            model.ParseFromString(data)
+        except (DecodeError, ValueError, RuntimeError) as e:
+            raise ModelError(f"cannot read {what}: not a valid ONNX protobuf ({e})",
+                             "the file is truncated or not an ONNX model; re-export it") from None
+        if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+            raise ModelError(f"{what} has no graph", "the file is truncated or not an ONNX model; re-export it")
+    if external_data_dir is not None:
+        if not Path(external_data_dir).is_dir():
+            raise ModelError(f"external_data_dir {external_data_dir} is not a folder", "name the model's folder")
+        base_dir = str(Path(external_data_dir).resolve())
+    check_external_data(model.graph, base_dir, what)
     return model, base_dir
+
+
+def _graph_tensors(graph: onnx.GraphProto, depth: int = 0):
+    """Every TensorProto of a graph: initializers, tensor attributes, and those of its sub-graphs."""
+    if depth > 64:
+        raise ModelError("the model nests sub-graphs more than 64 levels deep", "the model is malformed")
+    yield from graph.initializer
+    for node in graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _graph_tensors(g, depth + 1)
+
+
+def check_external_data(graph: onnx.GraphProto, base_dir: str | None, what: str) -> None:
+    """External-data locations must be relative paths that stay inside the model's folder (no '..', no absolute
+    path, no symlink out of it), and a model without a folder may not have any."""
+    for t in _graph_tensors(graph):
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = next((e.value for e in t.external_data if e.key == "location"), "")
+        if base_dir is None:
+            raise ModelError(f"{what}: tensor {t.name!r} keeps its data in an external file ({location!r}), and a "
+                             "model given as bytes has no folder to read it from",
+                             "pass external_data_dir= (the model's folder) or give the model's path")
+        if not location or os.path.isabs(location) or ".." in Path(location).parts or "\0" in location:
+            raise ModelError(f"{what}: tensor {t.name!r} names external data {location!r}, which is not a relative "
+                             "path inside the model's folder", "re-save the model with onnx.save(..., "
+                             "save_as_external_data=True)")
+        root = os.path.realpath(base_dir)
+        full = os.path.realpath(os.path.join(root, location))
+        if os.path.commonpath([root, full]) != root:
+            raise ModelError(f"{what}: tensor {t.name!r}: external data {location!r} leads out of the model's "
+                             f"folder ({full})", "keep external data files beside the model")
 
 
 def _opsets(model: onnx.ModelProto) -> dict[str, int]:
     ops = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    for domain, version in ops.items():
+        known = onnx.defs.onnx_opset_version() if domain == "" else 2**31 - 1
+        if not 1 <= version <= known:
+            raise ModelError(f"the model imports opset {version} of domain {domain or 'ai.onnx'!r}; this onnx "
+                             f"({onnx.__version__}) knows opsets 1..{known}",
+                             "export with a supported opset (opset_version=17 is well tested)")
     if "" not in ops:
         ops[""] = 1 if model.ir_version < 3 else onnx.defs.onnx_opset_version()
     return ops
@@ -55,7 +107,12 @@ def _shape_of(value_info: onnx.ValueInfoProto):
     t = value_info.type.tensor_type
     if not t.HasField("shape"):
         return None
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or -1) for d in t.shape.dim)
+    shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or -1) for d in t.shape.dim)
+    static = [d for d in shape if isinstance(d, int) and d != -1]
+    if any(not 0 <= d <= 2**31 - 1 for d in static) or math.prod(static) > 2**40:
+        raise ModelError(f"graph input {value_info.name!r} has shape {list(shape)}: a dimension is negative, above "
+                         "2^31, or the tensor would hold more than 2^40 elements", "fix the input's shape in the model")
+    return shape
 
 
 def _element_type(value_info: onnx.ValueInfoProto) -> int:
@@ -139,6 +196,8 @@ def _import_node(ctx: ImportContext, proto: onnx.NodeProto, index: int) -> None:
     except Exception as e:  # noqa: BLE001
         raise ModelError(f"node {name!r} ({proto.op_type}): cannot decode attributes: {e}", "re-export the model") from e
     node = NodeView(name, proto.op_type, domain, version, attrs, list(proto.output), {a.name for a in proto.attribute})
+    if not domain:
+        check_attributes(proto.op_type, attrs, node.where())
     inputs = [ctx.resolve(i) if i else "" for i in proto.input]
     for i in inputs:
         if i and i not in ctx.net.tensors:
@@ -175,9 +234,10 @@ def _unsupported(node: NodeView, schema) -> UnsupportedOpError:
                               "write a plugin for it (docs/plugins.md) and load it with --staticPlugins=FILE.py")
 
 
-def parse_model(source, name: str | None = None) -> Network:
-    """Parse an ONNX model (path, bytes or ModelProto) into a Network."""
-    model, base_dir = load_model_proto(source)
+def parse_model(source, name: str | None = None, external_data_dir=None) -> Network:
+    """Parse an ONNX model (path, bytes or ModelProto) into a Network; `external_data_dir`: where a model given
+    as bytes or a ModelProto keeps its external data (a path's own folder is used otherwise)."""
+    model, base_dir = load_model_proto(source, external_data_dir)
     if name is None:
         name = model.graph.name or (os.path.splitext(os.path.basename(str(source)))[0]
                                     if isinstance(source, (str, os.PathLike)) else "network")

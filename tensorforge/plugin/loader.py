@@ -56,6 +56,14 @@ def load(source) -> list[str]:
     """Load plugins from a .py file path or an importable module name; returns the ids it registered."""
     text = str(source)
     path = Path(text)
+    if path.suffix in (".so", ".dll", ".dylib") or ".so." in path.name:
+        raise PluginError(f"cannot load plugins from {text}: shared-library plugins are not loadable (tensorforge "
+                          f"plugins are Python); built-in library plugins are: {', '.join(sorted(LIBRARY))}",
+                          "write the plugin in Python (docs/plugins.md) and pass its .py file; built-in ones load "
+                          "by themselves")
+    if path.is_file() and path.suffix != ".py":
+        raise PluginError(f"plugin file {text} is not a Python file (.py)",
+                          "give --staticPlugins / tfp.load a .py file or an importable module name")
     if text.endswith(".py") or path.exists():
         if not path.is_file():
             raise PluginError(f"plugin file {text} does not exist",

@@ -271,7 +271,23 @@ class Plugin:
                 raise PluginError(f"plugin {self.id} has neither @impl nor @reference", "register one of them")
             return self.run(inputs, attrs)
         result = fn(*inputs, **attrs)
-        return list(result) if isinstance(result, (tuple, list)) else [result]
+        outs = list(result) if isinstance(result, (tuple, list)) else [result]
+        self._check_reference(inputs, attrs, outs)
+        return outs
+
+    def _check_reference(self, inputs: list, attrs: dict, outs: list) -> None:
+        """The reference must return what the descriptor declares: count, shapes and dtypes."""
+        if any(isinstance(t, torch.Tensor) and t.device.type == "meta" for t in inputs):
+            return                      # shape inference runs the descriptor itself
+        want = self.describe([TensorDesc.of(t) if t is not None else None for t in inputs], attrs)
+        if len(outs) < self.num_outputs or not all(isinstance(o, torch.Tensor) for o in outs[:self.num_outputs]):
+            raise PluginError(f"plugin {self.id}: @reference returned {len(outs)} value(s), not "
+                              f"{self.num_outputs} tensor(s)", "return one tensor per declared output")
+        for k, (o, d) in enumerate(zip(outs, want)):
+            if tuple(o.shape) != tuple(int(x) for x in d.shape) or o.dtype != d.dtype:
+                raise PluginError(f"plugin {self.id}: @reference output {k} is {str(o.dtype).replace('torch.', '')}"
+                                  f"{list(o.shape)}, the descriptor declares {str(d.dtype).replace('torch.', '')}"
+                                  f"{[int(x) for x in d.shape]}", "make the reference and the descriptor agree")
 
     # ---- the IR op --------------------------------------------------------------------------------
     def spec(self) -> OpSpec:

@@ -3,9 +3,11 @@
     @register("custom::MyGelu")            # creates the Plugin and its IR OpSpec
     @impl("custom::MyGelu") / @reference(...) / @autotune(...)
 
-Rules: a key registered twice raises, except that a user plugin replaces a library plugin of the same key
-(library plugins are TensorRT's "standard plugins": present unless you bring your own). `scope()` undoes
-every registration made inside it (tests). Listeners (`subscribe`) hear every change: kernels/ turns
+Rules (TensorRT's registry): a (namespace, name, version) registered twice raises, naming where the first came
+from; to replace a plugin, `deregister` it first. Library plugins (TensorRT's "standard plugins") are registered
+lazily, only when a model or engine needs a name nothing registered answers to, so a user plugin registered
+first simply keeps its key and the library's is never loaded. Engines record which one they used
+(records.py) and refuse to load against the other. `scope()` undoes every registration made inside it (tests). Listeners (`subscribe`) hear every change: kernels/ turns
 plugins into tactics that way, since this room may not import kernels.
 """
 
@@ -43,13 +45,14 @@ def add(p: Plugin, library: bool = False) -> Plugin:
         return p
     if old is not None:
         if library and p.key not in _LIBRARY:
-            return old                       # the user's own plugin of this key wins over the library's
-        if not (p.key in _LIBRARY and not library):
-            raise PluginError(f"plugin {p.id} version {p.version} is registered twice "
-                              f"(first from {SOURCES.get(p.key, 'unknown')})",
-                              "register it once, give it another version, or deregister the first")
-        get_logger().verbose(f"plugin {p.id} v{p.version}: user plugin replaces the library plugin")
-        remove(old)
+            get_logger().verbose(f"plugin {p.id} v{p.version}: the library's is not loaded, the one registered "
+                                 f"from {SOURCES.get(p.key, 'unknown')} stays")
+            return old
+        first = ("the built-in plugin library" if p.key in _LIBRARY else "") or SOURCES.get(p.key, "unknown")
+        raise PluginError(f"plugin {p.id} version {p.version} is already registered (from {first}; now from "
+                          f"{_SOURCE[-1] if _SOURCE else '<python>'})",
+                          f"deregister the first with tfp.deregister({p.id!r}, {p.version!r}), or register yours "
+                          "under another version or namespace")
     if has_spec(p.op_name):
         raise PluginError(f"plugin {p.id}: IR op {p.op_name!r} already exists", "choose another name or namespace")
     register_spec(p.spec())
