@@ -8,24 +8,26 @@
 """
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from ..builder import BuilderConfig, OptimizationProfile, build_engine
 from ..engine import Engine as EngineData
 from ..engine import to_bytes
-from ..parser import parse_model
-from ..parser.from_torch import export_module
 from ..runtime import ExecutionContext, load_engine_file
 from ..util.device import resolve_device
 from ..util.errors import InputError, UsageError
 from ..util.fileio import atomic_write
 
+if TYPE_CHECKING:
+    from ..builder import BuilderConfig
 
-def _as_profile(shapes: dict | None) -> list[OptimizationProfile]:
+
+def _as_profile(shapes: dict | None) -> list:
     if not shapes:
         return []
+    from ..builder import OptimizationProfile
     prof = OptimizationProfile()
     for name, spec in shapes.items():
         if len(spec) == 3 and all(isinstance(s, (tuple, list)) for s in spec):
@@ -37,16 +39,21 @@ def _as_profile(shapes: dict | None) -> list[OptimizationProfile]:
 
 def build(model, fp16: bool = False, bf16: bool = False, shapes: dict | None = None, timing_cache: str | None = None,
           device=None, example_inputs=None, tf32: bool = True, optimization_level: int = 3,
-          config: BuilderConfig | None = None, **export_options) -> "Engine":
+          config: "BuilderConfig | None" = None, external_data_dir=None, **export_options) -> "Engine":
     """Build an engine from an ONNX path/bytes/ModelProto, or an nn.Module with `example_inputs`.
 
-    `shapes` maps input name → (min, opt, max) or a single static shape.
+    `shapes` maps input name → (min, opt, max) or a single static shape. `external_data_dir`: the folder of a
+    model given as bytes or a ModelProto whose weights live in external files (never the current directory).
     """
+    # imported here, not at module level: loading and running an engine never loads the parser or builder
+    from ..builder import BuilderConfig, build_engine
+    from ..parser import parse_model
+    from ..parser.from_torch import export_module
     if isinstance(model, torch.nn.Module):
         if example_inputs is None:
             raise UsageError("building from an nn.Module needs example_inputs", "pass example_inputs=(tensor, ...)")
         model = export_module(model, example_inputs, **export_options)
-    network = parse_model(model)
+    network = parse_model(model, external_data_dir=external_data_dir)
     if config is None:
         config = BuilderConfig(fp16=fp16, bf16=bf16, tf32=tf32, profiles=_as_profile(shapes),
                                optimization_level=optimization_level, timing_cache_path=timing_cache,

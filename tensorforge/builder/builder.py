@@ -19,7 +19,7 @@ from ..ir.dynamic import placeholder_info
 from ..ir.verifier import problems
 from ..passes import optimize
 from ..codegen import generate_kernel_sources
-from ..kernels.generated import register_sources
+from ..kernels.generated import register_source
 from ..plugin import engine_records
 from ..util.device import fingerprint, resolve_device
 from ..util.errors import BuildError
@@ -93,8 +93,8 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
     envs: list[dict] = []
     infos, host = _infer(net, points, config.max_fold_elements, keep=envs)
     net.tensors.update(infos)
-    kernel_sources = generate_kernel_sources(net)        # codegen/: one Triton source per PointwiseChain
-    register_sources(kernel_sources)
+    for text in generate_kernel_sources(net).values():   # codegen/: one Triton source per PointwiseChain, its hash
+        register_source(text)                            # in the layer; the engine stores no text (runtime regenerates)
     for layer in net.layers:
         outs = [o for o in layer.outputs if o]
         layer.placement = "host" if outs and all(o in host for o in outs) else "device"
@@ -119,4 +119,4 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
                   "tactics": tactic_report.as_dict(), "memory": memory.as_dict()}
     log.info(f"built engine {net.name!r}: {len(net.layers)} layers in {build_time:.2f} s")
     return Engine(net.name, inputs, outputs, [dict(p) for p in resolved], net.layers, dict(net.tensors),
-                  dict(net.constants), kernel_sources, engine_records(net.layers), build_info)
+                  dict(net.constants), engine_records(net.layers), build_info)

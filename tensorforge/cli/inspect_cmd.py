@@ -105,7 +105,8 @@ def inspect_engine(path: str, data: bytes) -> dict:
             "build": e.build_info, "inputs": [io(t) for t in e.inputs], "outputs": [io(t) for t in e.outputs],
             "profiles": [{k: [list(s) for s in v] for k, v in p.items()} for p in e.profiles], "layers": layers,
             "plugins": e.plugins, "weights": {"constants": len(e.constants), "bytes": e.weight_bytes()},
-            "kernel_sources": sorted(e.kernel_sources)}
+            "generated_kernels": sorted({la.attrs["kernel"] for la in e.layers        # hashes; the source is
+                                         if la.op == "PointwiseChain" and la.attrs.get("kernel")})}  # regenerated
 
 
 def _engine_text(d: dict) -> list[str]:
@@ -131,7 +132,7 @@ def _engine_text(d: dict) -> list[str]:
     lines.append("plugins: " + ("none" if not plugins else ", ".join(
         f"{p.get('id', '?')} v{p.get('version', '?')} ({len(p.get('layers', []))} layer(s))" for p in plugins)))
     lines.append(f"weights: {d['weights']['bytes']} bytes in {d['weights']['constants']} constants; "
-                 f"generated kernels: {len(d['kernel_sources'])}")
+                 f"generated kernels: {len(d['generated_kernels'])}")
     return lines
 
 

@@ -1,14 +1,16 @@
-"""codegen — generated Triton source for fused chains.
+"""codegen — generated Triton source for fused chains, from the layers' own data.
 
-Entry points: `generate_kernel_sources(net)` (builder: every chain's source, by hash) and
-`generate_pointwise(layer, in_dtypes, rank) -> source text` for one PointwiseChain layer;
-`fastmath` holds the branch-free GELU/erf/tanh helpers the generated code calls. The builder stores every
-source in the engine (Engine.kernel_sources, keyed by SHA-256); kernels/generated.py checks and compiles
-the stored text at load time, cached by that hash, so loading never re-runs passes or codegen.
-Imports ir, util.
+Entry points: `chain_source(layer, tensors)` (one PointwiseChain → source text; the builder and the runtime both
+call it, so an engine file stores only the chain's program and the text's SHA-256, never text),
+`generate_kernel_sources(net)` (builder: every chain's source by hash), `generate_pointwise(layer, in_dtypes, rank)`
+(the generator itself), `chain_problem(attrs, n_inputs)` (the program's well-formedness, checked before generating).
+`fastmath` holds the branch-free GELU/erf/tanh helpers the generated code calls. kernels/generated.py compiles
+the text, cached by its hash. Imports ir, util.
 """
 
+from .chain_check import chain_problem
 from .pointwise import generate as generate_pointwise
-from .sources import generate_kernel_sources
+from .sources import ChainDataError, chain_source, generate_kernel_sources, source_hash
 
-__all__ = ["generate_kernel_sources", "generate_pointwise"]
+__all__ = ["ChainDataError", "chain_problem", "chain_source", "generate_kernel_sources", "generate_pointwise",
+           "source_hash"]

@@ -21,6 +21,7 @@ import math
 import torch
 
 from ..ir import Layer, dtype_from_name, dtype_name, get_spec
+from .chain_check import chain_problem
 from .fastmath import helpers_source
 from .pointwise_ops import TL, compute_dtype, expression
 
@@ -83,7 +84,11 @@ def _index_helper(rank: int) -> str:
 
 
 def generate(layer: Layer, in_dtypes: list[torch.dtype], rank: int) -> str:
-    """Triton module source for PointwiseChain `layer` with inputs of `in_dtypes` and output rank `rank`."""
+    """Triton module source for PointwiseChain `layer` with inputs of `in_dtypes` and output rank `rank`.
+    The program is checked first (chain_check.py): only well-formed data ever becomes text."""
+    why = chain_problem(layer.attrs, len(in_dtypes))
+    if why is not None:
+        raise ValueError(f"PointwiseChain {layer.name!r}: {why}")
     steps, consts = layer.attrs["steps"], layer.attrs.get("consts", [])
     outputs, out_dtypes = layer.attrs["outputs"], [dtype_from_name(d) for d in layer.attrs["out_dtypes"]]
     rank = max(int(rank), 1)

@@ -5,7 +5,8 @@
 - `layers`: IR layers in execution order, each with its tactic id, placement and precision;
 - `tensors`: dtype/shape of every tensor (shape dims -1 where dynamic);
 - `constants`: weights (torch tensors, CPU);
-- `kernel_sources`: generated kernel source text by hash (codegen/);
+- no kernel source: a PointwiseChain layer holds its program and the hash of its generated source, which the
+  runtime regenerates from that program at load (runtime/kernel_regen.py) — an engine is data, never code;
 - `plugins`: (namespace::name, version) of every plugin the engine calls;
 - `build_info`: device fingerprint, flags, versions, build time.
 """
@@ -29,7 +30,6 @@ class Engine:
     layers: list[Layer]
     tensors: dict[str, TensorInfo]
     constants: dict[str, torch.Tensor]
-    kernel_sources: dict[str, str] = field(default_factory=dict)
     plugins: list[dict[str, Any]] = field(default_factory=list)
     build_info: dict[str, Any] = field(default_factory=dict)
 

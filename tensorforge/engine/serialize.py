@@ -8,7 +8,7 @@ Layout (little-endian):
     12      8     manifest length M (uint64)
     20      8     weights length W (uint64)
     28      32    SHA-256 of manifest ‖ weights
-    60      M     manifest: UTF-8 JSON (names, shapes, dtypes, layers, tactics, profiles, kernel sources, versions)
+    60      M     manifest: UTF-8 JSON (names, shapes, dtypes, layers, tactics, profiles, versions)
     60+M    W     weights: a safetensors blob (constants and tensor-valued attributes)
 
 Reading checks, in order: magic (foreign file), format version (rebuild needed), lengths (truncated),
@@ -125,7 +125,6 @@ def to_bytes(engine: Engine) -> bytes:
         "tensors": [_info_to_json(t) for t in engine.tensors.values()],
         "constants": sorted(engine.constants),
         "layers": layers,
-        "kernel_sources": engine.kernel_sources,
         "plugins": engine.plugins,
         "build_info": engine.build_info,
     }
@@ -173,10 +172,13 @@ def from_bytes(data: bytes, what: str = "engine") -> Engine:
 
 
 def _engine_from_manifest(m: dict, blobs: dict) -> Engine:
+    if "kernel_sources" in m:   # format 1 stored generated kernel text; now the runtime regenerates it (codegen/)
+        raise EngineFileError("the engine stores generated kernel source text (an older engine format); engines "
+                              "hold no code any more", "rebuild the engine with this tensorforge")
     layers = [Layer(d["name"], d["op"], d["inputs"], d["outputs"], {k: _decode_attr(v, blobs) for k, v in d["attrs"].items()},
                     d["origin"], d["tactic"], d["placement"], d["precision"]) for d in m["layers"]]
     tensors = {d["name"]: _info_from_json(d) for d in m["tensors"]}
     profiles = [{k: tuple(tuple(s) for s in v) for k, v in p.items()} for p in m["profiles"]]
     return Engine(m["name"], [_info_from_json(d) for d in m["inputs"]], [_info_from_json(d) for d in m["outputs"]],
-                  profiles, layers, tensors, {k: blobs[k] for k in m["constants"]}, m["kernel_sources"], m["plugins"],
+                  profiles, layers, tensors, {k: blobs[k] for k in m["constants"]}, m["plugins"],
                   m["build_info"])

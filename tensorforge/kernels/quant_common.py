@@ -95,9 +95,9 @@ def zero_point_correction(acc: torch.Tensor, a8: torch.Tensor, b8: torch.Tensor,
     return acc
 
 
-def epilogue_2d(acc: torch.Tensor, bias, residual, p: QuantParams) -> torch.Tensor:
+def epilogue_2d(acc: torch.Tensor, bias, residual, p: QuantParams, post_bias=None) -> torch.Tensor:
     """The op's epilogue on a (M, N) accumulator (channels last), residual given as (M, N)."""
-    return requantize(acc, p.mult, bias, residual, p.attrs, acc.dim() - 1)
+    return requantize(acc, p.mult, bias, residual, p.attrs, acc.dim() - 1, post_bias)
 
 
 def to_nchw(y2: torch.Tensor, nhw: tuple[int, int, int]) -> torch.Tensor:

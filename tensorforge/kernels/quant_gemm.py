@@ -48,6 +48,7 @@ def make_gemm_kernel(layer, device, gemm, fused_epilogue=None):
         x, w = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
         res = inputs[3] if len(inputs) > 3 else None
+        post = inputs[4] if len(inputs) > 4 else None
         b8, w_zp = weights(w)
         z8 = 0 if is_fp8(x) else p.int8_zero_point(x)
         xa = x if is_fp8(x) else as_int8(x)
@@ -59,11 +60,11 @@ def make_gemm_kernel(layer, device, gemm, fused_epilogue=None):
             a8 = xa.reshape(-1, x.shape[-1])
             res2 = None if res is None else res.reshape(a8.shape[0], -1)
         if fused_epilogue is not None:
-            y2 = fused_epilogue(a8, b8, z8, w_zp, bias, res2, p)
+            y2 = fused_epilogue(a8, b8, z8, w_zp, bias, res2, post, p)
         else:
             acc = gemm(a8, b8)
             if not is_fp8(x):
                 acc = zero_point_correction(acc, a8, b8, z8, w_zp)
-            y2 = epilogue_2d(acc, bias, res2, p)
+            y2 = epilogue_2d(acc, bias, res2, p, post)
         return [to_nchw(y2, nhw) if conv else y2.reshape(*lead, -1)]
     return run

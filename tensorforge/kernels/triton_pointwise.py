@@ -124,7 +124,7 @@ class TritonPointwise:
         if not key:
             return "the layer has no generated kernel source (the builder generates one per chain)"
         if not has_source(key):
-            return f"generated source {key[:12]}… is not registered (engine kernel_sources missing)"
+            return f"generated source {key[:12]}… was not generated in this process (regenerated at load)"
         return None
 
     @staticmethod

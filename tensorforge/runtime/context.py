@@ -19,10 +19,10 @@ import torch
 
 from ..engine import Engine
 from ..kernels import instantiate
-from ..kernels.generated import register_sources
 from ..util.device import resolve_device
 from ..util.errors import BuildError, InputError, ShapeError, UsageError
 from ..util.log import get_logger
+from .kernel_regen import regenerate_kernels
 from .plugins_check import check_plugins
 from .cuda_graph import CaptureFailed, GraphCache, TorchGraphBackend, signature_of
 
@@ -69,7 +69,7 @@ class ExecutionContext:
         else:
             self._dev_consts = {k: v.to(self.device) for k, v in engine.constants.items() if k in needs_dev}
         self._host_consts = {k: v for k, v in engine.constants.items() if k in needs_host}
-        register_sources(engine.kernel_sources)     # generated Triton sources, compiled from the stored text
+        regenerate_kernels(engine)          # generated kernels: source made again from each layer's data, never read
         self.kernels = []
         self.substituted: dict[str, str] = {}       # layer → why its tactic could not run here
         for layer in engine.layers:

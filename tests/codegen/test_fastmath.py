@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from tensorforge.codegen.fastmath import HELPERS, helpers_source
-from tensorforge.kernels.generated import load_module, register_sources, source_hash
+from tensorforge.kernels.generated import load_module, register_source
 
 NAMES = ["erf_f32", "gelu_erf_f32", "gelu_erf_lo", "tanh_f32", "gelu_tanh"]
 X = torch.linspace(-10, 10, 2 ** 20 + 1)
@@ -25,9 +25,7 @@ def apply_{name}(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     tl.store(y_ptr + offs, {name}(tl.load(x_ptr + offs, mask=mask, other=0.0)), mask=mask)
 '''
-    key = source_hash(src)
-    register_sources({key: src})
-    module = load_module(key)
+    module = load_module(register_source(src))
 
     def run(name, x=X):
         y = torch.empty_like(x)

@@ -21,7 +21,7 @@ from tensorforge.ir import Layer
 from tensorforge.codegen import generate_pointwise
 from tensorforge.kernels import triton_attention, triton_gemm, triton_layernorm, triton_softmax
 from tensorforge.kernels import triton_add_layernorm, triton_conv_epilogue, triton_conv_pool, triton_pool
-from tensorforge.kernels.generated import load_module, register_sources, source_hash
+from tensorforge.kernels.generated import load_module, register_source
 
 TARGET = GPUTarget("cuda", 90, 32)
 ALIGNED = {i: [["tt.divisibility", 16]] for i in range(3)}
@@ -83,9 +83,7 @@ for dt, tdt in (("float32", torch.float32), ("float16", torch.float16)):
              {"op": "Gelu", "args": ["s0"], "attrs": {"approximate": "none"}}]
     layer = Layer("chain", "PointwiseChain", ["x"], ["y"], {"steps": steps, "outputs": ["s1"], "out_dtypes": [dt]})
     text = generate_pointwise(layer, [tdt], 2)
-    key = source_hash(text)
-    register_sources({key: text})
-    fn = load_module(key)["pointwise_kernel"]
+    fn = load_module(register_source(text))["pointwise_kernel"]
     ptr = "*fp32" if dt == "float32" else "*fp16"
     sig = {"in0": ptr, "out0": ptr, "n": "i32", "sz1": "i32", "st0_0": "i32", "st0_1": "i32"}
     k = compile_(f"gelu2_{dt}", fn, sig, {"FULL0": True, "NDIM": 1, "INT64": False, "BLOCK": 1024}, attrs=ALIGNED)

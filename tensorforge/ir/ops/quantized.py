@@ -5,6 +5,7 @@ QuantizedMatMul — one op each with ONE torch reference, the exact semantics ev
     t    = float32(acc) · (sx · sw[c]) + bias[c]        float32, the multiplier sx·sw[c] rounded once to float32
     t    = act(t)                       if not residual_first
     t    = DQ(Q(t, s_mid, z_mid))       if mid_scale      (the producer's own Q/DQ before a residual Add)
+    t    = t + post_bias[c]             if a post_bias    (a bias Add quantized on its own, as onnxruntime writes it)
     t    = t + DQ(r, s_r, z_r) | t + r  if a residual     (r quantized when residual_scale, else float)
     t    = act(t)                       if residual_first
     out  = Q(t, sy, zy) in y_dtype      if y_scale, else t in y_dtype (a float type)
@@ -63,7 +64,8 @@ def channel_multiplier(x_scale: float, w_scale: list[float]) -> torch.Tensor:
     return torch.tensor(x_scale, dtype=torch.float32) * torch.tensor(w_scale, dtype=torch.float32).reshape(-1)
 
 
-def requantize(acc: torch.Tensor, mult: torch.Tensor, bias, residual, a: dict, channel_axis: int) -> torch.Tensor:
+def requantize(acc: torch.Tensor, mult: torch.Tensor, bias, residual, a: dict, channel_axis: int,
+               post_bias=None) -> torch.Tensor:
     """The epilogue from a float32 accumulator (exact integer values, or float8 sums) to the output (module doc)."""
     shape = [1] * acc.dim()
     shape[channel_axis] = -1
@@ -75,6 +77,8 @@ def requantize(acc: torch.Tensor, mult: torch.Tensor, bias, residual, a: dict, c
     if a["mid_scale"]:
         t = dequantize(quantize(t, a["mid_scale"], a["mid_zero_point"], a["mid_dtype"]), a["mid_scale"],
                        a["mid_zero_point"])
+    if post_bias is not None:
+        t = t + post_bias.float().reshape(shape)
     if residual is not None:
         r = dequantize(residual, a["residual_scale"], a["residual_zero_point"]) if a["residual_scale"] \
             else residual.float()
@@ -103,7 +107,7 @@ def exact_accumulator(acc64: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 
 @op("QuantizedConv", attrs={**_CONV, **_QUANT})
-def quantized_conv(x, w, bias=None, residual=None, **a):
+def quantized_conv(x, w, bias=None, residual=None, post_bias=None, **a):
     """Conv(DQ(x), DQ(w)) with the quantized epilogue of the module doc; w (C_out, C_in/group, k…) quantized,
     per-output-channel w_scale/w_zero_point along axis 0, output channel axis 1."""
     check_operands(x, w, a)
@@ -111,11 +115,11 @@ def quantized_conv(x, w, bias=None, residual=None, **a):
     acc = conv(centered(x, a["x_zero_point"]), centered(w, a["w_zero_point"], 0).to(x.device), None,
                **{k: a[k] for k in _CONV})
     return requantize(exact_accumulator(acc, x), channel_multiplier(a["x_scale"], a["w_scale"]), bias, residual,
-                      a, 1)
+                      a, 1, post_bias)
 
 
 @op("QuantizedConvTranspose", attrs={**_CONV, "output_padding": None, "output_shape": None, **_QUANT})
-def quantized_conv_transpose(x, w, bias=None, residual=None, **a):
+def quantized_conv_transpose(x, w, bias=None, residual=None, post_bias=None, **a):
     """ConvTranspose(DQ(x), DQ(w)) with the quantized epilogue; w (C_in, C_out/group, k…) with per-output-channel
     scales along axis 1 (ONNX's DequantizeLinear axis for ConvTranspose weights)."""
     check_operands(x, w, a)
@@ -123,14 +127,14 @@ def quantized_conv_transpose(x, w, bias=None, residual=None, **a):
     attrs = {k: a[k] for k in (*_CONV, "output_padding", "output_shape")}
     acc = convt(centered(x, a["x_zero_point"]), centered(w, a["w_zero_point"], 1).to(x.device), None, **attrs)
     return requantize(exact_accumulator(acc, x), channel_multiplier(a["x_scale"], a["w_scale"]), bias, residual,
-                      a, 1)
+                      a, 1, post_bias)
 
 
 @op("QuantizedMatMul", attrs=dict(_QUANT))
-def quantized_matmul(a_, w, bias=None, residual=None, **a):
+def quantized_matmul(a_, w, bias=None, residual=None, post_bias=None, **a):
     """DQ(a) @ DQ(w)ᵀ with the quantized epilogue: a (…, M, K), w (N, K) quantized (stored transposed, as a
     GEMM's B operand in column-major), per-column w_scale/w_zero_point (length 1 or N), output (…, M, N)."""
     check_operands(a_, w, a)
     acc = torch.matmul(centered(a_, a["x_zero_point"]), centered(w, a["w_zero_point"], 0).to(a_.device).t())
     return requantize(exact_accumulator(acc, a_), channel_multiplier(a["x_scale"], a["w_scale"]), bias, residual,
-                      a, acc.dim() - 1)
+                      a, acc.dim() - 1, post_bias)

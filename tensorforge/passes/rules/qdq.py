@@ -8,8 +8,8 @@ inputs, float bias, residual Add and ReLU after the conv), PyTorch's PT2E/FX `co
 (weights written as Q(float)→DQ), and the FP8 E4M3 form opset 19+ writes (float8e4m3fn zero points). The
 implicit-INT8 pass (builder, calibration) inserts the same IR Q/DQ layers, so both eras share this one path.
 
-    x_q ─► DQ ─┐                                   [Q_mid ─► DQ_mid]   r_q ─► DQ ─┐ (or a float r)
-               ├─► Conv|ConvT|Gemm|MatMul ─► [+b] ─► [act] ─────────────────────────► [+ r] ─► [act] ─► [Q] ─► y
+    x_q ─► DQ ─┐                                   [Q_mid ─► DQ_mid ─► + b₂]   r_q ─► DQ ─┐ (or a float r)
+               ├─► Conv|ConvT|Gemm|MatMul ─► [+b] ─► [act] ─────────────────────────────────► [+ r] ─► [act] ─► [Q] ─► y
     w_q ─► DQ ─┘   (weights: a constant, or Q of a float constant: stored quantized in the engine)
 
 The DQs of x and r stay in the graph for other readers (removed when none is left); the fused op reads x_q
@@ -66,7 +66,8 @@ def _chain(core):
     mid = AnyOf(Op("DequantizeLinear", _q(act1, "mid_q"), Const(name="mid_dq_s"), Const(name="mid_dq_z"),
                    name="mid_dq"),
                 Op("DequantizeLinear", _q(act1, "mid_q"), Const(name="mid_dq_s"), name="mid_dq"), act1)
-    res = AnyOf(Op("Add", mid, Var("res", _computed), name="res_add"), mid)
+    post = AnyOf(Op("Add", mid, Var("post_bias", _known_float), name="post_add"), mid)
+    res = AnyOf(Op("Add", post, Var("res", _computed), name="res_add"), post)
     act2 = AnyOf(*_acts(res, "act2"), res)
     return AnyOf(_q(act2, "out_q"), act2)
 
@@ -126,7 +127,7 @@ class QDQFusion(Rule):
             return f"the shape of {core.outputs[0]!r} is unknown"
         if m.get("act1") is not None and m.get("act2") is not None:
             return "two activations in one epilogue"
-        for key in ("bias", "cbias"):
+        for key in ("bias", "cbias", "post_bias"):
             if key in m.binds:
                 b, _ = dequantized_constant(g, m[key])
                 if key == "cbias":          # the core's own bias input: (C,) for Conv, broadcastable C for Gemm
@@ -203,6 +204,9 @@ class QDQFusion(Rule):
             attrs.update(y_scale=p["scale"], y_zero_point=p["zero_point"], y_dtype=p["dtype"])
         else:
             attrs["y_dtype"] = "float32"
+        if "post_bias" in m.binds:
+            pb = dequantized_constant(g, m["post_bias"])[0].float().reshape(-1).expand(channels)
+            inputs.append(net.add_constant(net.unique_name(f"{core.name}/quantized_post_bias"), pb.clone()))
         while inputs and not inputs[-1]:
             inputs.pop()
         attrs = get_spec(self.fused).resolve_attrs(attrs, f"{core.name}: ")

@@ -1,0 +1,195 @@
+"""Q/DQ fusion (passes/rules/qdq.py): the fused-op count, numerics before ≡ after (onnxruntime with graph
+optimisations disabled evaluates every Q and DQ as written: the exact semantics) within one quantization step,
+and the recorded reason and build-log line on negative cases (the Q/DQ pair then runs as written)."""
+
+import numpy as np
+import pytest
+import torch
+
+import tensorforge as tfg
+from fusion_helpers import build_logged, ops
+from qdq_graphs import G, channel_scales, ort_exact, steps_off
+
+RNG = np.random.RandomState(0)
+
+
+def _conv_graph(relu=True, residual=False, x_dtype=np.uint8, out_q=True, pads=(1, 1, 1, 1), stride=1):
+    g = G()
+    x = g.input("x", [2, 8, 9, 9])
+    w = RNG.randn(16, 8, 3, 3).astype(np.float32) * 0.2
+    b = RNG.randn(16).astype(np.float32) * 0.1
+    xs, xz = 0.02, (128 if x_dtype == np.uint8 else 3)
+    xd = g.qdq(x, xs, xz, x_dtype)
+    y = g.node("Conv", [xd, g.weight(w, 0), g.bias(b, xs, channel_scales(w, 0))], pads=list(pads),
+               strides=[stride, stride], kernel_shape=[3, 3])
+    if residual:
+        y = g.qdq(y, 0.05, 0, np.int8)
+        r = g.qdq(g.input("r", [2, 16, 9, 9]), 0.03, -2, np.int8)
+        y = g.node("Add", [y, r])
+    if relu:
+        y = g.node("Relu", [y])
+    if out_q:
+        y = g.dq(g.q(y, 0.04, 5, np.int8), 0.04, 5, np.int8)
+    g.output(y)
+    return g.model(), y
+
+
+def _feeds(model, **shapes):
+    return {k: RNG.randn(*s).astype(np.float32) for k, s in shapes.items()}
+
+
+def _check_exact(model, feeds, step, min_exact=0.98):
+    """Every output within one step of the exact Q/DQ result, and most of them equal to it."""
+    engine, log = build_logged(model)
+    got = engine.run(dict(feeds))
+    want = ort_exact(model, feeds)
+    for name, w in want.items():
+        off = steps_off(got[name], w, step)
+        assert off.max() <= 1 + 1e-5, f"{name}: {off.max()} steps from the exact result"
+        assert (off < 1e-5).mean() >= min_exact, f"{name}: only {(off < 1e-5).mean():.3f} exact"
+    return engine, log
+
+
+def test_conv_bias_relu_q_is_one_quantized_conv():
+    model, _ = _conv_graph()
+    engine, _ = _check_exact(model, _feeds(model, x=(2, 8, 9, 9)), 0.04)
+    assert ops(engine).count("QuantizedConv") == 1
+    assert "Conv" not in ops(engine) and ops(engine).count("QuantizeLinear") == 1   # the input's Q stays
+    layer = next(x for x in engine.data.layers if x.op == "QuantizedConv")
+    assert layer.attrs["activation"] == "Relu" and layer.attrs["y_dtype"] == "int8" and layer.attrs["x_dtype"] == "uint8"
+    assert len(layer.attrs["w_scale"]) == 16
+    w = engine.data.constants[layer.inputs[1]]
+    assert w.dtype == torch.int8                       # weights stored quantized in the engine
+
+
+def test_residual_add_with_the_convs_own_qdq_is_fused():
+    model, _ = _conv_graph(residual=True, x_dtype=np.int8, stride=1)
+    feeds = _feeds(model, x=(2, 8, 9, 9), r=(2, 16, 9, 9))
+    engine, _ = _check_exact(model, feeds, 0.04)
+    layer = next(x for x in engine.data.layers if x.op == "QuantizedConv")
+    assert layer.attrs["mid_scale"] == pytest.approx(0.05) and layer.attrs["residual_scale"] == pytest.approx(0.03)
+    assert len(layer.inputs) == 4 and ops(engine).count("QuantizedConv") == 1
+
+
+def test_float_output_when_no_q_follows():
+    model, _ = _conv_graph(relu=True, out_q=False)
+    feeds = _feeds(model, x=(2, 8, 9, 9))
+    engine, _ = build_logged(model)
+    layer = next(x for x in engine.data.layers if x.op == "QuantizedConv")
+    assert layer.attrs["y_dtype"] == "float32" and layer.attrs["y_scale"] == 0
+    got, want = engine.run(dict(feeds)), ort_exact(model, feeds)
+    for k in want:      # float output: int32 accumulation is exact, the float graph rounds in float32
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-5)
+
+
+def _matmul_graph(gemm=False, act=None, x_dtype=np.uint8):
+    g = G()
+    x = g.input("x", [2, 5, 32] if not gemm else [6, 32])
+    w = RNG.randn(32, 24).astype(np.float32) * 0.2
+    b = RNG.randn(24).astype(np.float32) * 0.1
+    xd = g.qdq(x, 0.03, 120 if x_dtype == np.uint8 else -4, x_dtype)
+    if gemm:
+        y = g.node("Gemm", [xd, g.weight(w.T.copy(), 0), g.const(b)], transB=1, alpha=0.5, beta=2.0)
+    else:
+        y = g.node("MatMul", [xd, g.weight(w, 1)])
+        y = g.qdq(y, 0.05, 3, np.int8)                 # onnxruntime quantizes the bias Add on its own
+        y = g.node("Add", [y, g.dq(g.const(np.round(b / 0.01).astype(np.int8)), 0.01, 0, np.int8)])
+    if act:
+        y = g.node(act, [y])
+    y = g.dq(g.q(y, 0.05, -7, np.int8), 0.05, -7, np.int8)
+    g.output(y)
+    return g.model()
+
+
+@pytest.mark.parametrize("gemm,act", [(False, None), (True, "Relu"), (False, "Relu")])
+def test_matmul_and_gemm_become_quantized_matmul(gemm, act):
+    model = _matmul_graph(gemm, act)
+    engine, _ = _check_exact(model, _feeds(model, x=(6, 32) if gemm else (2, 5, 32)), 0.05)
+    assert ops(engine).count("QuantizedMatMul") == 1 and "MatMul" not in ops(engine) and "Gemm" not in ops(engine)
+    layer = next(x for x in engine.data.layers if x.op == "QuantizedMatMul")
+    assert engine.data.constants[layer.inputs[1]].shape == (24, 32)       # stored (N, K)
+    if not gemm:
+        assert len(layer.inputs) == 5 and layer.attrs["mid_scale"] == pytest.approx(0.05)  # the post-Q bias
+
+
+def test_fake_quant_weights_q_of_float_constant():
+    g = G()
+    x = g.input("x", [4, 16])
+    w = RNG.randn(16, 8).astype(np.float32)
+    s = channel_scales(w, 1)
+    wq = g.node("QuantizeLinear", [g.const(w), g.const(s), g.const(np.zeros(8, np.int8))], axis=1)
+    wd = g.node("DequantizeLinear", [wq, g.const(s), g.const(np.zeros(8, np.int8))], axis=1)
+    y = g.node("MatMul", [g.qdq(x, 0.05, 0, np.int8), wd])
+    g.output(g.dq(g.q(y, 0.1, 0, np.int8), 0.1, 0, np.int8))
+    model = g.model()
+    engine, _ = _check_exact(model, _feeds(model, x=(4, 16)), 0.1)
+    layer = next(x for x in engine.data.layers if x.op == "QuantizedMatMul")
+    assert engine.data.constants[layer.inputs[1]].dtype == torch.int8
+
+
+def test_conv_transpose():
+    g = G()
+    x = g.input("x", [1, 4, 5, 5])
+    w = RNG.randn(4, 6, 3, 3).astype(np.float32) * 0.3
+    y = g.node("ConvTranspose", [g.qdq(x, 0.02, 128), g.weight(w, 1)], strides=[2, 2], pads=[1, 1, 1, 1])
+    g.output(g.dq(g.q(y, 0.03, 128), 0.03, 128))
+    model = g.model()
+    engine, _ = _check_exact(model, _feeds(model, x=(1, 4, 5, 5)), 0.03)
+    assert ops(engine).count("QuantizedConvTranspose") == 1
+
+
+# ---- negative cases: the reason is recorded, the Q/DQ layers run as written (a log line says so) -------------
+
+def test_per_axis_activation_scale_is_not_fused():
+    g = G()
+    x = g.input("x", [2, 4, 6, 6])
+    xq = g.node("QuantizeLinear", [x, g.const(np.full(4, 0.02, np.float32)), g.const(np.zeros(4, np.int8))], axis=1)
+    xd = g.node("DequantizeLinear", [xq, g.const(np.full(4, 0.02, np.float32)), g.const(np.zeros(4, np.int8))],
+                axis=1)
+    y = g.node("Conv", [xd, g.weight(RNG.randn(8, 4, 1, 1), 0)])
+    g.output(g.dq(g.q(y, 0.05, 0, np.int8), 0.05, 0, np.int8))
+    model = g.model()
+    engine, log = _check_exact(model, _feeds(model, x=(2, 4, 6, 6)), 0.05, min_exact=1.0)
+    assert "QuantizedConv" not in ops(engine)
+    assert "quantized per axis" in log
+    assert "runs as written" in log
+
+
+def test_computed_weights_are_not_fused():
+    g = G()
+    a, b = g.input("a", [3, 8]), g.input("b", [8, 5])
+    y = g.node("MatMul", [g.qdq(a, 0.05, 0, np.int8), g.qdq(b, 0.05, 0, np.int8)])
+    g.output(g.dq(g.q(y, 0.1, 0, np.int8), 0.1, 0, np.int8))
+    model = g.model()
+    engine, log = _check_exact(model, _feeds(model, a=(3, 8), b=(8, 5)), 0.1, min_exact=1.0)
+    assert "QuantizedMatMul" not in ops(engine)
+    assert "are computed at run time" in log
+    assert ops(engine).count("QuantizeLinear") >= 1 and ops(engine).count("DequantizeLinear") >= 1
+
+
+def test_blocked_weights_are_not_fused():
+    g = G(opset=21)
+    x = g.input("x", [2, 8])
+    w = RNG.randint(-7, 8, (8, 4)).astype(np.int8)
+    s = np.full((2, 4), 0.1, np.float32)
+    wd = g.node("DequantizeLinear", [g.const(w), g.const(s)], axis=0, block_size=4)
+    y = g.node("MatMul", [g.qdq(x, 0.05, 0, np.int8), wd])
+    g.output(g.dq(g.q(y, 0.1, 0, np.int8), 0.1, 0, np.int8))
+    model = g.model()
+    engine, log = _check_exact(model, _feeds(model, x=(2, 8)), 0.1, min_exact=1.0)
+    assert "QuantizedMatMul" not in ops(engine)
+    assert "is blocked (block_size=4)" in log
+
+
+def test_quantized_ops_survive_an_engine_round_trip(tmp_path):
+    model, _ = _conv_graph(residual=True, x_dtype=np.int8)
+    feeds = _feeds(model, x=(2, 8, 9, 9), r=(2, 16, 9, 9))
+    engine = tfg.build(model, device="cpu")
+    path = tmp_path / "q.engine"
+    engine.save(str(path))
+    again = tfg.load(str(path), device="cpu")
+    a, b = engine.run(dict(feeds)), again.run(dict(feeds))
+    for k in a:
+        np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]))
+    layer = next(x for x in again.data.layers if x.op == "QuantizedConv")
+    assert again.data.constants[layer.inputs[1]].dtype == torch.int8
