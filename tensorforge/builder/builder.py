@@ -26,7 +26,7 @@ from ..util.errors import BuildError
 from ..util.log import get_logger
 from ..version import __version__
 from .config import BuilderConfig
-from .precision import convert_precision
+from . import precision_step
 from .profiles import resolve_profiles, shape_points
 from .memory_plan import plan_network
 from .tactics import choose_tactics
@@ -76,6 +76,8 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
     net = network.copy()
     resolved = resolve_profiles(net, config.profiles)
     points = shape_points(resolved)
+    prec = precision_step.begin(net, config)
+    precision_step.quantize(net, config, device, points, prec)      # --int8/--fp8/--best: calibrated Q/DQ layers
 
     try:    # constant folding evaluates every layer: a bad shape/axes/k value surfaces here first
         report = optimize(net, points, config.optimization_level, max_fold_elements=config.max_fold_elements)
@@ -83,10 +85,8 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
         raise BuildError(f"shape inference failed: {e}", "check the model's shape, axes and size values") from e
     log.verbose(f"passes: {report}")
 
-    if config.fp16 or config.bf16:
-        before, _ = _infer(net, points[:1], config.max_fold_elements)
-        half = torch.float16 if config.fp16 else torch.bfloat16
-        convert_precision(net, half, {o: before[o].dtype for o in net.outputs})
+    before, _ = _infer(net, points[:1], config.max_fold_elements)
+    precision_step.convert(net, config, points, {o: before[o].dtype for o in net.outputs}, prec)
     report.update(optimize(net, points, config.optimization_level, stage="late",     # dtypes final: chains
                            max_fold_elements=config.max_fold_elements))
 
@@ -112,8 +112,9 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
 
     inputs = [TensorInfo(n, net.tensors[n].dtype, net.tensors[n].shape) for n in net.inputs]
     outputs = [TensorInfo(n, net.tensors[n].dtype, net.tensors[n].shape) for n in net.outputs]
+    precision_info = precision_step.finish(config, prec)
     build_time = time.perf_counter() - t0
-    build_info = {"device": fingerprint(device), "flags": config.flags(), "tensorforge_version": __version__,
+    build_info = {**precision_info, "device": fingerprint(device), "flags": config.flags(), "tensorforge_version": __version__,
                   "torch_version": torch.__version__, "build_seconds": round(build_time, 3),
                   "optimization_level": config.optimization_level, "passes": report,
                   "tactics": tactic_report.as_dict(), "memory": memory.as_dict()}

@@ -3,6 +3,11 @@
 Field ↔ trtexec flag: fp16 ↔ --fp16, bf16 ↔ --bf16, tf32 ↔ not --noTF32, profiles ↔ --minShapes/--optShapes/
 --maxShapes, optimization_level ↔ --builderOptimizationLevel, workspace_bytes ↔ --memPoolSize=workspace:N,
 timing_cache_path ↔ --timingCacheFile, use_timing_cache ↔ not --noBuilderCache, device ↔ --device.
+Precision (docs/precision.md): int8 ↔ --int8, fp8 ↔ --fp8, best ↔ --best, strongly_typed ↔ --stronglyTyped,
+precision_constraints ↔ --precisionConstraints, layer_precisions ↔ --layerPrecisions, layer_output_types ↔
+--layerOutputTypes, sparsity ↔ --sparsity, calibration (a CalibrationSource: batches, cache, algorithm) ↔
+--calib/--calibData/--calibAlgo, calibration_profile ↔ --minShapesCalib/--optShapesCalib/--maxShapesCalib,
+dynamic_ranges ↔ ITensor.set_dynamic_range (tensor → amax).
 """
 
 from dataclasses import dataclass, field
@@ -35,13 +40,30 @@ class BuilderConfig:
     timing_cache: object | None = None     # a builder.timing_cache.TimingCache, updated in place (set_timing_cache)
     device: str | None = None
     max_fold_elements: int = 1 << 24
+    int8: bool = False
+    fp8: bool = False
+    best: bool = False
+    strongly_typed: bool = False
+    precision_constraints: str = "none"                 # none | prefer | obey
+    layer_precisions: list = field(default_factory=list)    # [(name or "*", "fp32"|"fp16"|"bf16"|"int8"|"fp8")]
+    layer_output_types: list = field(default_factory=list)  # [(name or "*", ["fp16", "fp32", ...])]
+    sparsity: str = "disable"                           # disable | enable | force
+    calibration: object | None = None                   # builder.calibration.CalibrationSource
+    calibration_profile: OptimizationProfile | None = None
+    dynamic_ranges: dict = field(default_factory=dict)  # tensor name → amax (symmetric range)
 
     def add_optimization_profile(self, profile: OptimizationProfile) -> int:
         self.profiles.append(profile)
         return len(self.profiles) - 1
 
     def flags(self) -> list[str]:
-        out = [n for n in ("fp16", "bf16") if getattr(self, n)]
+        out = [n for n in ("fp16", "bf16", "int8", "fp8", "best") if getattr(self, n)]
+        if self.strongly_typed:
+            out.append("stronglyTyped")
         if not self.tf32:
             out.append("noTF32")
+        if self.precision_constraints != "none":
+            out.append(f"precisionConstraints={self.precision_constraints}")
+        if self.sparsity != "disable":
+            out.append(f"sparsity={self.sparsity}")
         return out

@@ -1,0 +1,105 @@
+"""Calibration algorithms: a histogram of |x| (or the running amax) → the amax a tensor is quantized with.
+
+All histograms here are of |x| over [0, top) in `n` equal bins of width w = top / n (histogram.py builds them).
+The scale written to the calibration cache is amax / 127 for INT8 (amax / 448 for FP8 E4M3).
+
+- minmax:      amax = max |x|                                  (TensorRT's MinMaxCalibration)
+- percentile:  amax = (k + 1)·w, k the first bin where the CDF reaches p/100       (p = 99.99 by default)
+- legacy:      the quantile method of TensorRT 2.0's calibrator: percentile with p = 100·quantile
+- entropy2:    TensorRT's EntropyCalibration2 (KL divergence): for every candidate i = levels … n kept bins,
+               P = hist[:i] with the clipped mass hist[i:] added to P[i-1]; Q = hist[:i] merged into `levels`
+               groups (group j = bins [⌊j·i/levels⌋, ⌊(j+1)·i/levels⌋)), each group's sum spread evenly over
+               the bins of the group where P is non-zero; D(i) = Σ p·ln(p/q) over p > 0 of the normalised P, Q
+               (a q of 0 where p > 0 is smoothed to ε = 1e-4 of the smallest non-zero q, renormalised).
+               amax = i·w for the *last* i of minimal D (the widest range among equal divergences). When
+               every value lies in the first `levels` bins nothing is clipped: amax = upper edge of the last
+               non-empty bin (both versions).
+- entropy:     EntropyCalibration (v1): the same divergence, amax = (i + ½)·w for the *first* minimal i.
+`levels` is 128 for INT8 (the magnitudes one sign of int8 holds). Cost: O(n²) over n = 2048 bins, per tensor.
+"""
+
+import math
+
+import numpy as np
+
+INT8_LEVELS = 128
+ALGORITHMS = ("entropy2", "entropy", "minmax", "percentile", "legacy")
+
+
+def minmax_amax(amax: float) -> float:
+    return float(amax)
+
+
+def percentile_amax(hist: np.ndarray, width: float, percentile: float = 99.99) -> float:
+    """Upper edge of the first bin where the cumulative share of |x| reaches `percentile` %."""
+    total = float(hist.sum())
+    if total == 0:
+        return 0.0
+    cdf = np.cumsum(hist, dtype=np.float64) / total
+    k = int(np.searchsorted(cdf, percentile / 100.0 - 1e-12, side="left"))
+    return float(min(k, len(hist) - 1) + 1) * width
+
+
+def legacy_amax(hist: np.ndarray, width: float, quantile: float) -> float:
+    return percentile_amax(hist, width, 100.0 * quantile)
+
+
+def group_of_bins(i: int, levels: int) -> np.ndarray:
+    """Group index of each of the first `i` bins: group j = bins [⌊j·i/levels⌋, ⌊(j+1)·i/levels⌋)."""
+    edges = (np.arange(levels + 1) * i) // levels
+    return np.searchsorted(edges, np.arange(i), side="right") - 1
+
+
+def kl_divergence(hist: np.ndarray, i: int, levels: int) -> float:
+    """D(P‖Q) for the candidate that keeps the first `i` bins (see the module docstring)."""
+    kept = hist[:i].astype(np.float64)
+    p = kept.copy()
+    p[i - 1] += float(hist[i:].sum())
+    if p.sum() == 0:
+        return 0.0
+    group = group_of_bins(i, levels)
+    nonzero = p > 0
+    sums = np.bincount(group, weights=kept, minlength=levels)
+    counts = np.bincount(group, weights=nonzero.astype(np.float64), minlength=levels)
+    q = np.where(nonzero, sums[group] / np.maximum(counts[group], 1.0), 0.0)
+    p /= p.sum()
+    if q.sum() == 0:
+        return math.inf
+    q /= q.sum()
+    hole = nonzero & (q == 0)
+    if hole.any():
+        q[hole] = 1e-4 * q[q > 0].min()
+        q /= q.sum()
+    return float(np.sum(p[nonzero] * np.log(p[nonzero] / q[nonzero])))
+
+
+def entropy_amax(hist: np.ndarray, width: float, levels: int = INT8_LEVELS, version: int = 2) -> float:
+    """The KL-minimising clipping threshold; version 2 = EntropyCalibration2, 1 = EntropyCalibration."""
+    n = len(hist)
+    if hist.sum() == 0:
+        return 0.0
+    last_nonzero = int(np.nonzero(hist)[0][-1]) + 1
+    if last_nonzero <= levels:           # every value fits in `levels` bins: nothing to clip
+        return float(last_nonzero) * width
+    divergences = [(i, kl_divergence(hist, i, levels)) for i in range(levels, n + 1)]
+    best = min(d for _, d in divergences)
+    ties = [i for i, d in divergences if d <= best + 1e-12]
+    if version == 2:
+        return float(ties[-1]) * width
+    return (ties[0] + 0.5) * width
+
+
+def amax_for(algorithm: str, amax: float, hist: np.ndarray | None, width: float, *, levels: int = INT8_LEVELS,
+             percentile: float = 99.99, quantile: float = 0.9999) -> float:
+    """Dispatch by algorithm name (ALGORITHMS); never returns more than the observed max |x|."""
+    if algorithm == "minmax" or hist is None or amax == 0:
+        return minmax_amax(amax)
+    if algorithm == "percentile":
+        out = percentile_amax(hist, width, percentile)
+    elif algorithm == "legacy":
+        out = legacy_amax(hist, width, quantile)
+    elif algorithm in ("entropy", "entropy2"):
+        out = entropy_amax(hist, width, levels, 2 if algorithm == "entropy2" else 1)
+    else:
+        raise ValueError(f"unknown calibration algorithm {algorithm!r}")
+    return float(min(out, amax)) if out > 0 else float(amax)

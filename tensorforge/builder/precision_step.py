@@ -1,0 +1,124 @@
+"""The builder's precision steps: what each layer computes in, from the flags and the per-layer constraints.
+
+    before the graph passes   quantize(net, config, device, points)    --int8/--fp8/--best: calibrated Q/DQ layers
+    after the graph passes    convert(net, config, points, state)       --fp16/--bf16/--best and --layerPrecisions /
+                                                                         --layerOutputTypes: casts (precision.py)
+    at the end                finish(state) -> build_info entries       constraints not met: `obey` fails the
+                                                                         build naming the layer, `prefer` logs
+--stronglyTyped skips both: the network's own types (its Cast nodes included) are what runs. Layer names in the
+specs are resolved by precision_spec.select on the network of each step.
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..ir import Network
+from ..util.errors import BuildError, UsageError
+from ..util.log import get_logger
+from .calibration import quantize_network
+from .calibration.qdq_insert import QUANTIZED_OPS
+from .precision import PrecisionPlan, apply_precision
+from .precision_spec import TYPES, select
+
+_FLOAT = {"fp32", "fp16", "bf16"}
+
+
+@dataclass
+class PrecisionState:
+    known: set[str] = field(default_factory=set)          # names of the original network (layers and origins)
+    unmet: list[tuple[str, str]] = field(default_factory=list)
+    quant: object | None = None                           # calibration.QuantizationResult
+
+
+def _check_flags(config) -> None:
+    if config.precision_constraints not in ("none", "prefer", "obey"):
+        raise UsageError(f"precision constraints {config.precision_constraints!r} are not none, prefer or obey",
+                         "write --precisionConstraints=none|prefer|obey")
+    if config.strongly_typed and (config.fp16 or config.bf16 or config.int8 or config.fp8 or config.best):
+        raise UsageError("a strongly typed network takes its types from the network; --fp16/--bf16/--int8/--fp8/"
+                         "--best conflict with it", "drop the precision flags or --stronglyTyped")
+    if config.strongly_typed and (config.layer_precisions or config.layer_output_types):
+        raise UsageError("--layerPrecisions/--layerOutputTypes do not apply to a strongly typed network",
+                         "change the types in the model, or drop --stronglyTyped")
+
+
+def begin(network: Network, config) -> PrecisionState:
+    _check_flags(config)
+    state = PrecisionState()
+    for layer in network.layers:
+        state.known.add(layer.name)
+        state.known.update(layer.origin)
+    if (config.layer_precisions or config.layer_output_types) and config.precision_constraints == "none":
+        get_logger().info("--layerPrecisions/--layerOutputTypes given without --precisionConstraints: using prefer "
+                          "(as trtexec does)")
+        config.precision_constraints = "prefer"
+    return state
+
+
+def quantize(net: Network, config, device, points: list[dict], state: PrecisionState) -> None:
+    wanted = select(net, config.layer_precisions, "--layerPrecisions", state.known, get_logger())
+    quantizing = config.int8 or config.fp8 or config.best
+    kind = "int8" if (config.int8 or config.best) else "fp8"
+    for name, p in wanted.items():
+        if p in ("int8", "fp8") and not quantizing:
+            state.unmet.append((name, f"{p} is asked for but neither --int8 nor --fp8 is enabled"))
+        elif p in ("int8", "fp8") and p != kind:
+            state.unmet.append((name, f"{p} is asked for but this build quantizes to {kind}"))
+    if not quantizing:
+        return
+    skip = {name for name, p in wanted.items() if p in _FLOAT}
+    state.quant = quantize_network(net, config, device, points, skip)
+    if state.quant is None:
+        return
+    ops = {la.name: la.op for la in net.layers}
+    for name, p in wanted.items():
+        if p != kind or name not in ops:
+            continue
+        if ops[name] not in QUANTIZED_OPS:
+            state.unmet.append((name, f"{ops[name]} layers have no {p} implementation (only "
+                                      f"{', '.join(QUANTIZED_OPS)} are quantized)"))
+        elif name in state.quant.report.skipped:
+            state.unmet.append((name, f"it cannot run in {p}: {state.quant.report.skipped[name]}"))
+
+
+def convert(net: Network, config, points: list[dict], output_dtypes: dict, state: PrecisionState) -> None:
+    if config.strongly_typed:
+        return
+    default = torch.float16 if (config.fp16 or config.best) else torch.bfloat16 if config.bf16 else torch.float32
+    log = get_logger()
+    wanted = select(net, config.layer_precisions, "--layerPrecisions", state.known, log)
+    outs = select(net, config.layer_output_types, "--layerOutputTypes", state.known, log)
+    plan = PrecisionPlan(default, {n: TYPES[p] for n, p in wanted.items() if p in _FLOAT},
+                         {n: [TYPES[t] if t in _FLOAT else None for t in ts] for n, ts in outs.items()})
+    for name, ts in outs.items():
+        for t in ts:
+            if t not in _FLOAT:
+                state.unmet.append((name, f"output type {t} is not produced by tensorforge layers (float types only)"))
+    if default == torch.float32 and not plan.layers and not plan.outputs:
+        return
+    report = apply_precision(net, plan, output_dtypes, points[0], config.max_fold_elements)
+    state.unmet.extend(report.unmet)
+    by_name = {la.name: la for la in net.layers}
+    for name, p in plan.layers.items():
+        layer = by_name.get(name)
+        if layer is not None and layer.precision is None:
+            state.unmet.append((name, f"{layer.op} computes no float values, it cannot run in "
+                                      f"{[k for k, v in TYPES.items() if v == p][0]}"))
+    log.verbose(f"precision: {report.constants_converted} constant(s) converted, {report.casts_inserted} cast(s)")
+
+
+def finish(config, state: PrecisionState) -> dict:
+    log = get_logger()
+    for name, why in state.unmet:
+        if config.precision_constraints == "obey":
+            raise BuildError(f"precision constraint on layer {name!r} cannot be met: {why}",
+                             "change --layerPrecisions/--layerOutputTypes for it, or use --precisionConstraints=prefer")
+        if config.precision_constraints == "prefer":
+            log.warn(f"precision constraint on layer {name!r} is not met ({why}); building on (prefer)")
+    info = {}
+    if state.quant is not None:
+        info["quantization"] = {"kind": state.quant.kind, "ranges": state.quant.origin,
+                                "layers": list(state.quant.report.layers),
+                                "tensor_scales": state.quant.scales()}
+    return info
