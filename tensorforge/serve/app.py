@@ -87,27 +87,36 @@ def grpc_options(port: int) -> dict:
     return {"port": port, "grpc_servicer_functions": [SERVICER]}
 
 
-def deploy(specs: list[AppSpec], http_port: int = 8000, grpc_port: int = 9000, host: str = "127.0.0.1",
-           address: str | None = None, ray_init: dict | None = None) -> list[str]:
-    """Connect to (or start) Ray, start Serve's proxies, run every application; returns the application names.
-    Raises the replica's own error when an engine fails to load (the application is removed again)."""
+def start(http_port: int = 8000, grpc_port: int = 9000, host: str = "127.0.0.1", address: str | None = None,
+          ray_init: dict | None = None) -> None:
+    """Connect to (or start) Ray and start Serve's HTTP and gRPC proxies."""
     import ray
     from ray import serve
-    check_specs(specs)
     if not ray.is_initialized():
         ray.init(address=address, **(ray_init or {}))
     serve.start(http_options={"host": host, "port": http_port}, grpc_options=grpc_options(grpc_port))
-    names = []
-    for i, spec in enumerate(specs):
-        prefix = "/" if i == 0 else f"/v2/models/{spec.app_name}"
-        try:
-            serve.run(build_application(spec, server_routes=i == 0), name=spec.app_name, route_prefix=prefix)
-        except RuntimeError as e:
-            serve.delete(spec.app_name)
-            raise UsageError(f"application {spec.app_name!r} did not become healthy: {_first_reason(e)}",
-                             "check the engine file; run with --verbose for Ray's log") from e
-        names.append(spec.app_name)
-    return names
+
+
+def run_application(spec: AppSpec, root: bool = False) -> str:
+    """Run one engine's application (mounted at "/" when `root`, else /v2/models/<name>) and wait until healthy.
+    An engine that fails to load raises UsageError with the replica's reason; the application is removed again."""
+    from ray import serve
+    prefix = "/" if root else f"/v2/models/{spec.app_name}"
+    try:
+        serve.run(build_application(spec, server_routes=root), name=spec.app_name, route_prefix=prefix)
+    except RuntimeError as e:
+        serve.delete(spec.app_name)
+        raise UsageError(f"application {spec.app_name!r} did not become healthy: {_first_reason(e)}",
+                         "check the engine file; run with --verbose for Ray's log") from e
+    return spec.app_name
+
+
+def deploy(specs: list[AppSpec], http_port: int = 8000, grpc_port: int = 9000, host: str = "127.0.0.1",
+           address: str | None = None, ray_init: dict | None = None) -> list[str]:
+    """start() then run_application() for every engine (the first mounted at "/"); returns the application names."""
+    check_specs(specs)
+    start(http_port, grpc_port, host, address, ray_init)
+    return [run_application(spec, root=i == 0) for i, spec in enumerate(specs)]
 
 
 def _first_reason(e: Exception) -> str:
