@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from model_checks import MIN_SENSITIVITY, input_sensitivity
 from oracle import assert_close, check_against_ort, export, ort_run
 
 import tensorforge as tfg
@@ -172,24 +173,41 @@ EXPORTS = [(False, 11), (False, 17), (True, 18)]
 
 
 def make(name):
+    """The model with He-normal weights (PyTorch's default init shrinks activations layer by layer until, in the
+    MBConv net, the output hardly depends on the input: 3.5× the tolerance between two inputs) and random
+    BatchNorm statistics."""
     torch.manual_seed(0)
     model = MODELS[name]()
     for m in model.modules():      # random statistics, so BatchNorm is not the identity
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
         if isinstance(m, nn.BatchNorm2d):
             m.running_mean.normal_(0, 0.2)
             m.running_var.uniform_(0.5, 1.5)
     return model.eval()
 
 
-@pytest.mark.parametrize("dynamo,opset", EXPORTS, ids=["legacy11", "legacy17", "dynamo18"])
-@pytest.mark.parametrize("name", list(MODELS))
-def test_cnn_model(name, dynamo, opset, tmp_path):
+def check_cnn(name, dynamo, opset, tmp_path=None):
+    """The comparison of test_cnn_model (also called by test_mutation.py): export, build, compare with onnxruntime
+    (built and reloaded) and with the PyTorch module, then on a second input whose output must differ from the
+    first by ≥ 100× the tolerance (so an input-independent output cannot pass); raises AssertionError."""
     model, x = make(name), torch.randn(1, 3, 16, 16)
     onnx_bytes = export(model, (x,), opset=opset, dynamo=dynamo, input_names=["x"], output_names=["y"])
     engine = check_against_ort(onnx_bytes, {"x": x.numpy()}, tmp_path=tmp_path)
     with torch.no_grad():
         want = model(x).numpy()
     np.testing.assert_allclose(engine.run({"x": x.numpy()})["y"], want, rtol=1e-3, atol=1e-4)
+    x2 = np.random.default_rng(2).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    want2 = ort_run(onnx_bytes, {"x": x2})
+    assert input_sensitivity(want, want2["y"]) >= MIN_SENSITIVITY, f"{name}: the output hardly depends on the input"
+    assert_close(engine.run({"x": x2}), want2, what=f"{name} second input: ")
+    return engine
+
+
+@pytest.mark.parametrize("dynamo,opset", EXPORTS, ids=["legacy11", "legacy17", "dynamo18"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_cnn_model(name, dynamo, opset, tmp_path):
+    check_cnn(name, dynamo, opset, tmp_path)
 
 
 @pytest.mark.parametrize("name", ["resnet", "vit"])

@@ -75,6 +75,11 @@ def _feeds(shape, seed):
 @pytest.mark.parametrize("export_name", list(EXPORTS))
 @pytest.mark.parametrize("kind", ["bert", "gpt2"])
 def test_dynamic_profile_matches_onnxruntime(kind, export_name, tmp_path):
+    check_dynamic_profile(kind, export_name, tmp_path)
+
+
+def check_dynamic_profile(kind, export_name, tmp_path):
+    """The comparison of test_dynamic_profile_matches_onnxruntime (also called by test_mutation.py)."""
     data = _onnx(kind, export_name)
     engine = tfg.build(data, shapes={n: PROFILE for n in NAMES}, device="cpu")
     engine.save(tmp_path / "model.engine")
@@ -89,6 +94,7 @@ def test_dynamic_profile_matches_onnxruntime(kind, export_name, tmp_path):
     assert shape_layers and all(layer.placement == "host" for layer in shape_layers)
     assert all(layer.placement == "host" for layer in layers if layer.op in ("Range", "Concat", "Unsqueeze"))
     assert any(layer.placement == "device" for layer in layers if layer.op in ("MatMul", "Gemm", "Attention"))
+    return engine
 
 
 @pytest.mark.parametrize("export_name", list(EXPORTS))

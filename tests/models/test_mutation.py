@@ -1,0 +1,136 @@
+"""Mutation tests: each model-level check fails when one tactic is broken on purpose, and passes when it is not.
+
+`broken(monkeypatch, op, tactic, layer_op, factor)` wraps one registered tactic's `build` so every kernel it makes
+scales its floating outputs by `factor` (1.01: a 1 % error, ten times the checks' rtol) on layers whose op is
+`layer_op`; `broken_reference(monkeypatch, op)` does the same to an IR op's reference (the light models' Conv).
+Both count the calls, so a mutation the model never reaches cannot pass as "caught". Each case calls
+the comparison function the model test itself calls and asserts that it raises AssertionError; the control
+case (factor 1, same wrapper) asserts that the wrapper alone changes nothing. Checks covered:
+
+    tests/models/test_light_models.py        model_checks.check_light          (9 re-seeded light models)
+    tests/models/test_cnn_models.py          check_cnn                          (5 CNN/ViT, legacy opset 17)
+    tests/models/test_transformer_models.py  check_dynamic_profile              (BERT, GPT-2)
+    tests/test_seed_gelu.py                  test_seed_model_matches_onnxruntime (oracle.check_against_ort)
+"""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from light_reseed import MODELS as LIGHT_MODELS
+from model_checks import check_light
+
+from tensorforge.ir import get_spec
+from tensorforge.kernels import registry
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def _module(path: Path):
+    spec = importlib.util.spec_from_file_location(f"mutation_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def broken(monkeypatch, op: str, tactic: str, layer_op: str | None = None, factor: float = 1.01) -> dict:
+    """Make tactic `tactic` of registry op `op` scale its outputs by `factor`; returns the call counter."""
+    (target,) = [t for t in registry._TACTICS[op] if t.name == tactic]
+    original, calls = target.build, {"n": 0}
+
+    def build(layer, cfg, device):
+        kernel = original(layer, cfg, device)
+        if layer_op is not None and layer.op != layer_op:
+            return kernel
+
+        def run(inputs):
+            calls["n"] += 1
+            return [o * factor if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in kernel(inputs)]
+        return run
+    monkeypatch.setattr(target, "build", build)
+    return calls
+
+
+def broken_reference(monkeypatch, op: str, factor: float = 1.01) -> dict:
+    """Make the IR op's reference implementation scale its floating outputs by `factor` (every CPU path of the
+    op that calls it breaks: torch_ref, and FusedConv/FusedConvPool's torch_conv for Conv); the call counter."""
+    spec, calls = get_spec(op), {"n": 0}
+    original = spec.reference
+
+    def reference(*args, **kw):
+        calls["n"] += 1
+        out = original(*args, **kw)
+        return out * factor if isinstance(out, torch.Tensor) and out.is_floating_point() else out
+    monkeypatch.setattr(spec, "reference", reference)
+    return calls
+
+
+def _caught(check, monkeypatch, op, tactic=None, layer_op=None):
+    calls = broken(monkeypatch, op, tactic, layer_op) if tactic else broken_reference(monkeypatch, op)
+    with pytest.raises(AssertionError, match="tolerance|Mismatch"):
+        check()
+    assert calls["n"] > 0, f"{op}.{tactic} never ran: the mutation says nothing about this check"
+
+
+def _passes(check, monkeypatch, op, tactic=None, layer_op=None):
+    calls = broken(monkeypatch, op, tactic, layer_op, factor=1.0) if tactic else broken_reference(monkeypatch, op, 1.0)
+    check()
+    assert calls["n"] > 0
+
+
+@pytest.mark.parametrize("name", LIGHT_MODELS)
+def test_light_check_catches_a_broken_conv(name, monkeypatch):
+    """The Conv reference scaled by 1.01: densenet121 and inception_v2 run their convolutions as plain Conv
+    layers (torch_ref), the others mostly as FusedConv (torch_conv); both call it."""
+    _caught(lambda: check_light(name), monkeypatch, "Conv")
+
+
+def test_light_check_passes_with_the_identity_mutation(monkeypatch):
+    _passes(lambda: check_light("squeezenet"), monkeypatch, "Conv")
+
+
+CNN_TARGETS = {"resnet": ("FusedConv", "torch_conv"), "mobilenet_v3": ("FusedConv", "torch_conv"),
+               "efficientnet": ("FusedConv", "torch_conv"), "convnext": ("MatMulEpilogue", "onednn_linear"),
+               "vit": ("MatMulEpilogue", "onednn_linear")}
+
+
+@pytest.mark.parametrize("name", list(CNN_TARGETS))
+def test_cnn_check_catches_a_broken_tactic(name, monkeypatch, tmp_path):
+    cnn = _module(TESTS / "models" / "test_cnn_models.py")
+    _caught(lambda: cnn.check_cnn(name, False, 17, tmp_path), monkeypatch, *CNN_TARGETS[name])
+
+
+def test_cnn_check_passes_with_the_identity_mutation(monkeypatch, tmp_path):
+    cnn = _module(TESTS / "models" / "test_cnn_models.py")
+    _passes(lambda: cnn.check_cnn("resnet", False, 17, tmp_path), monkeypatch, "FusedConv", "torch_conv")
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2"])
+def test_transformer_check_catches_a_broken_linear(kind, monkeypatch, tmp_path):
+    pytest.importorskip("transformers")
+    tr = _module(TESTS / "models" / "test_transformer_models.py")
+    _caught(lambda: tr.check_dynamic_profile(kind, "legacy-17", tmp_path), monkeypatch,
+            "MatMulEpilogue", "onednn_linear")
+
+
+def test_transformer_check_passes_with_the_identity_mutation(monkeypatch, tmp_path):
+    pytest.importorskip("transformers")
+    tr = _module(TESTS / "models" / "test_transformer_models.py")
+    _passes(lambda: tr.check_dynamic_profile("bert", "legacy-17", tmp_path), monkeypatch,
+            "MatMulEpilogue", "onednn_linear")
+
+
+@pytest.mark.parametrize("dynamo,opset,ops", [(False, 11, ["Div", "Erf", "Add", "Mul", "Mul"] * 2),
+                                              (True, 20, ["Gelu", "Gelu"])])
+def test_seed_gelu_check_catches_a_broken_chain(dynamo, opset, ops, monkeypatch, tmp_path):
+    seed = _module(TESTS / "test_seed_gelu.py")
+    check = lambda: seed.test_seed_model_matches_onnxruntime(tmp_path, dynamo, opset, ops)  # noqa: E731
+    _caught(check, monkeypatch, "*", "torch_ref", layer_op="PointwiseChain")
+
+
+def test_seed_gelu_check_passes_with_the_identity_mutation(monkeypatch, tmp_path):
+    seed = _module(TESTS / "test_seed_gelu.py")
+    check = lambda: seed.test_seed_model_matches_onnxruntime(tmp_path, False, 11, ["Div", "Erf", "Add", "Mul", "Mul"] * 2)  # noqa: E731
+    _passes(check, monkeypatch, "*", "torch_ref", layer_op="PointwiseChain")
