@@ -20,7 +20,7 @@ import torch
 from ..engine import Engine
 from ..kernels import instantiate
 from ..util.device import resolve_device
-from ..util.errors import BuildError, InputError, ShapeError, UsageError
+from ..util.errors import BuildError, ExecutionError, InputError, ShapeError, TensorforgeError, UsageError
 from ..util.log import get_logger
 from .kernel_regen import regenerate_kernels
 from .plugins_check import check_plugins
@@ -176,12 +176,18 @@ class ExecutionContext:
         shapes: `copy_outputs=False` returns those buffers themselves (no copy; TensorRT's output-binding contract).
         """
         self.check_inputs(feed)
-        with self._stream_scope(), tf32_mode(self.tf32) if self.device.type == "cuda" else _nothing():
-            if self.graphs_enabled:
-                out = self._run_graph(feed)
-                if out is not None:
-                    return {k: v.clone() for k, v in out.items()} if copy_outputs else dict(out)
-            return self.execute({k: v.to(self.device) for k, v in feed.items()})
+        self._current = -1
+        try:
+            with self._stream_scope(), tf32_mode(self.tf32) if self.device.type == "cuda" else _nothing():
+                if self.graphs_enabled:
+                    out = self._run_graph(feed)
+                    if out is not None:
+                        return {k: v.clone() for k, v in out.items()} if copy_outputs else dict(out)
+                return self.execute({k: v.to(self.device) for k, v in feed.items()})
+        except TensorforgeError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a kernel's own error (torch, Triton …) becomes one line naming the layer
+            raise self.layer_failure(e) from e
 
     def bind_inputs(self, feed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
         """The static input buffers of the graph for `feed`'s shapes (captured now if new), holding `feed`'s values.
@@ -191,10 +197,31 @@ class ExecutionContext:
         self.check_inputs(feed)
         if not self.graphs_enabled:
             return None
-        with self._stream_scope(), tf32_mode(self.tf32) if self.device.type == "cuda" else _nothing():
-            if self._run_graph(feed) is None:
-                return None
+        self._current = -1
+        try:
+            with self._stream_scope(), tf32_mode(self.tf32) if self.device.type == "cuda" else _nothing():
+                if self._run_graph(feed) is None:
+                    return None
+        except TensorforgeError:
+            raise
+        except Exception as e:  # noqa: BLE001 - as in run()
+            raise self.layer_failure(e) from e
         return dict(self.graph_cache.get(signature_of(feed, self.engine.input_names)).static_inputs)
+
+    def layer_failure(self, e: Exception) -> ExecutionError:
+        """The error a run raises when a kernel raised `e`: one line naming the layer that was running (its op,
+        tactic and the ONNX nodes it came from) and the kernel's own first line; the cause is kept for --verbose."""
+        first = ((str(e).splitlines() or [""])[0]).strip()[:300]
+        cause = f"{type(e).__name__}: {first}" if first else type(e).__name__
+        if 0 <= self._current < len(self.engine.layers):
+            layer = self.engine.layers[self._current]
+            nodes = ", ".join(layer.origin) if layer.origin else "none recorded"
+            return ExecutionError(f"layer {layer.name!r} ({layer.op}, tactic {layer.tactic}; ONNX node(s): {nodes}) "
+                                  f"failed at run time: {cause}",
+                                  "check the input values and the attributes of those ONNX nodes; "
+                                  "--verbose shows the traceback")
+        return ExecutionError(f"engine {self.engine.name!r} failed at run time outside its layers: {cause}",
+                              "--verbose shows the traceback")
 
     def _run_graph(self, feed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
         names = self.engine.input_names
@@ -202,7 +229,7 @@ class ExecutionContext:
         entry = self.graph_cache.get(sig)
         if entry is None:
             try:
-                entry = self.graph_cache.capture(sig, feed, self.device, lambda f, h: self.execute(f, h))
+                entry = self.graph_cache.capture(sig, feed, self.device, lambda f, h: self._execute(f, h))
             except CaptureFailed as e:
                 self._capture_failed(e)
                 return None
@@ -273,7 +300,17 @@ class ExecutionContext:
 
         `host_values` memoises host → device copies of shape arithmetic (during capture no copy may be issued);
         `hook(index, phase)` is called with phase "start"/"end" around every layer (the profiler's seam).
+        A kernel that raises becomes one ExecutionError naming the layer (layer_failure).
         """
+        try:
+            return self._execute(feed, host_values, hook)
+        except TensorforgeError:
+            raise
+        except Exception as e:  # noqa: BLE001 - as in run()
+            raise self.layer_failure(e) from e
+
+    def _execute(self, feed, host_values=None, hook=None) -> dict[str, torch.Tensor]:
+        """execute() with a kernel's errors raised as they are: graph capture turns them into CaptureFailed."""
         slots = self._template[:]
         for name, s in self._feed_slots:
             slots[s] = feed[name]

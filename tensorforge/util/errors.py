@@ -38,6 +38,10 @@ class InputError(TensorforgeError):
     """A missing, extra or wrongly typed input at run time."""
 
 
+class ExecutionError(TensorforgeError):
+    """A layer failed while the engine ran; names the layer, its op and tactic, and the ONNX nodes it came from."""
+
+
 class EngineFileError(TensorforgeError):
     """An engine file that is truncated, tampered, foreign or of another format version."""
 
