@@ -4,6 +4,7 @@
                     synchronisation between calls, so the events time the device, not the Python loop, as long as
                     the host keeps ahead of the GPU (it does for every replayed graph here).
     stats(times)    median, min, max, p10, p90, spread = (p90 − p10) / median.
+    timer(device, iters, warmup)  one of the two, as a function of the callable, returning its stats.
 """
 
 import statistics
@@ -49,3 +50,15 @@ def stats(times: list[float]) -> dict:
     return {"median_ms": round(med, 5), "min_ms": round(s[0], 5), "max_ms": round(s[-1], 5),
             "p10_ms": round(p10, 5), "p90_ms": round(p90, 5), "spread_pct": round(100 * (p90 - p10) / med, 2) if med else 0.0,
             "iters": len(s)}
+
+
+def timer(device: str, iters: int, warmup: int):
+    """`time_fn(fn, keep_raw=False)` → stats of `iters` calls after `warmup`: CUDA events on a GPU, the wall clock on
+    the CPU. `keep_raw` adds the per-iteration times (the histograms of the report)."""
+    def time_fn(fn, keep_raw: bool = False) -> dict:
+        raw = cuda_times(fn, iters, warmup) if device == "cuda" else cpu_times(fn, iters, warmup)
+        st = stats(raw)
+        if keep_raw:
+            st["raw_ms"] = [round(t, 5) for t in raw]
+        return st
+    return time_fn

@@ -2,13 +2,18 @@
 
 Entry points: `write(results, out_dir, stem)` → list of files written; `markdown(results)` → text.
 Plots (PNG): latency per zoo case for every runner, the tensorforge latency histogram per case, and the per-layer
-profile by op type. Without matplotlib the same numbers appear as markdown tables.
+profile by op type. Without matplotlib the same numbers appear as markdown tables. Sections: GELU, zoo (every
+peer, the strongest named per row, accuracy with the clause that passed, the CUDA-graph column), build cost per
+model, precision rows, dynamic-shape rows, "Not run".
 """
 
 import json
 import os
 
-RUNNERS = ["tensorforge", "eager", "eager+graph", "compile", "compile+graph"]
+from accuracy import summary
+from peers import PEERS, ratios
+
+RUNNERS = ["tensorforge"] + PEERS
 
 
 def _ms(st: dict | None) -> str:
@@ -19,6 +24,113 @@ def _ms(st: dict | None) -> str:
     return f"{st['median_ms']:.3f} ±{st['spread_pct']:.0f}%"
 
 
+def _peer_cell(row: dict, name: str) -> str:
+    st = row.get("runners", {}).get(name)
+    if st is None:
+        return "not run" if name in row.get("peers_not_run", ()) else "—"
+    return _ms(st)
+
+
+def _graph_cell(row: dict) -> str:
+    if row.get("graphs") is None:
+        return "—"
+    if row["graphs"]:
+        return "yes"
+    blockers = row.get("graph_blockers") or []
+    return f"no ({len(blockers)}: {', '.join(blockers)})" if blockers else f"no ({row.get('graph_note') or '?'})"
+
+
+def _zoo_table(rows: list[dict]) -> list[str]:
+    fp32 = any(r.get("dtype") == "fp32" for r in rows)
+    head = (["model", "batch", "dtype"] + RUNNERS + ["strongest peer", "tf / strongest", "tf / (compile+graph)",
+            "CUDA graph", "accuracy vs ORT fp32"] + (["TF32 off vs ORT (allclose 1e-3, 1e-4)"] if fp32 else []))
+    lines = ["## Model zoo (median ms)", "",
+             "Ratios: tensorforge ÷ the strongest peer measured in the same run for that row (named), and ÷ "
+             "torch.compile + CUDA graph (continuity with earlier runs). 'not run': the peer was not selected for "
+             "that row (max-autotune runs on a named subset: `--max-autotune`). Accuracy at every batch; the clause "
+             "of the fp16 rule that passed is in brackets.", "",
+             "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"| {row['model']} | {row['batch']} | {row['dtype']} | error: {row['error']} |"
+                         + " |" * (len(head) - 4))
+            continue
+        r = ratios(row["runners"])
+        if row.get("strongest_peer"):
+            r = {k: row.get(k, v) for k, v in r.items()}
+        cells = [_peer_cell(row, n) if n != "tensorforge" else _ms(row["runners"].get(n)) for n in RUNNERS]
+        strongest = f"{r['strongest_peer']} {r['strongest_peer_ms']:.3f}" if r["strongest_peer"] else "—"
+        extra = [summary(row.get("accuracy_tf32_off"))] if fp32 else []
+        lines.append(f"| {row['model']} | {row['batch']} | {row['dtype']} | " + " | ".join(cells) +
+                     f" | {strongest} | {r['ratio_vs_strongest'] or '—'} | {r['ratio_vs_compile_graph'] or '—'} | "
+                     f"{_graph_cell(row)} | {summary(row.get('accuracy_vs_ort_fp32'))} | " + " | ".join(extra)
+                     + (" |" if extra else ""))
+    lines.append("")
+    notes = [(r["model"], r["batch"], r["dtype"], k, v.get("error")) for r in rows if "runners" in r
+             for k, v in r["runners"].items() if "error" in v]
+    notes += [(r["model"], r["batch"], r["dtype"], "tensorforge graphs", r["graph_note"]) for r in rows
+              if r.get("graph_note")]
+    if notes:
+        lines += ["Notes:", ""] + [f"- {m} b{b} {d} {k}: {e}" for m, b, d, k, e in notes] + [""]
+    profiled = [r for r in rows if r.get("profile_ops")]
+    if profiled:
+        lines += ["## Where tensorforge's time goes (per-layer profile, uncaptured, ms per op type)", ""]
+        for r in profiled:
+            top = ", ".join(f"{op} {ms:.3f}" for op, ms in list(r["profile_ops"].items())[:8])
+            lines.append(f"- {r['model']} b{r['batch']} {r['dtype']}: {top}")
+        lines.append("")
+    return lines
+
+
+def _build_table(res: dict) -> list[str]:
+    entries = res.get("build_costs") or ([dict(res["build_cost"], model="resnet50")] if res.get("build_cost") else [])
+    lines = ["## Build cost (fp16, batch 1; cold = new timing cache, warm = the cache the cold build left)", "",
+             "| model | source | cold s | warm s | warm speedup | torch.compile default s (same run) | "
+             "cold ÷ compile | torch.compile freezing s | same tactics |", "|" + " --- |" * 9]
+    for b in entries:
+        if "error" in b:
+            lines.append(f"| {b.get('model')} | {b.get('source', 'zoo')} | error: {b['error']} |" + " |" * 6)
+            continue
+        lines.append(f"| {b.get('model')} | {b.get('source', 'zoo')} | {b.get('cold_s')} | {b.get('warm_s')} | "
+                     f"{b.get('speedup')} | {b.get('torch_compile_s', '—')} | {b.get('cold_vs_torch_compile', '—')} | "
+                     f"{b.get('torch_compile_freezing_s', '—')} | {b.get('same_tactics')} |")
+    return lines + [""]
+
+
+def _precision_table(rows: list[dict]) -> list[str]:
+    lines = ["## Precision (tensorforge engines; INT8/FP8 rows also allow fp16; accuracy vs fp32 onnxruntime on the "
+             "test set)", "",
+             "| model | batch | precision | median ms | per s | × our fp16 | accuracy (cosine ≥ 0.99) | CUDA graph | "
+             "TensorRT published |", "|" + " --- |" * 9]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['batch']} | {r['precision']} | {r['error']} |" + " |" * 5)
+            continue
+        trt = (f"{r['tensorrt_published_img_s']} img/s (ours {100 * r['fraction_of_tensorrt']:.0f}%)"
+               if r.get("tensorrt_published_img_s") and r["batch"] >= 256 else "")
+        lines.append(f"| {r['model']} | {r['batch']} | {r['precision']} | {_ms(r.get('runner'))} | "
+                     f"{r.get('throughput_per_s')} | {r.get('speedup_vs_fp16') or '—'} | "
+                     f"{summary(r.get('accuracy_vs_ort_fp32'))} | {_graph_cell(r)} | {trt} |")
+    return lines + [""]
+
+
+def _dynamic_table(rows: list[dict]) -> list[str]:
+    lines = ["## Dynamic shapes (one engine with a range profile vs an engine built for exactly that shape)", "",
+             "| model | dtype | point | shape | profile | dynamic ms | static ms | dynamic ÷ static (≤ 1.05) | "
+             "cosine dyn vs static | CUDA graph (dyn / static) |", "|" + " --- |" * 10]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r.get('dtype')} | {r.get('point')} | {r.get('shape', '')} | | "
+                         f"error: {r['error']} |" + " |" * 4)
+            continue
+        ok = "" if r["within_target"] else " MISS"
+        lines.append(f"| {r['model']} | {r['dtype']} | {r['point']} | {tuple(r['shape'])} | "
+                     f"{' .. '.join(str(tuple(p)) for p in r['profile'])} | {_ms(r['dynamic'])} | {_ms(r['static'])} | "
+                     f"{r['ratio_dynamic_vs_static']}{ok} | {r['cosine_dynamic_vs_static']:.6f} | "
+                     f"{_graph_cell(r['dynamic_graphs'])} / {_graph_cell(r['static_graphs'])} |")
+    return lines + [""]
+
+
 def _provenance(res: dict) -> list[str]:
     """Which run (its --label) measured which rows, when the rows carry labels."""
     by_run: dict[str, list[str]] = {}
@@ -27,8 +139,15 @@ def _provenance(res: dict) -> list[str]:
                                                                      f"{row.get('dtype')}")
     for case in res.get("gelu", []):
         by_run.setdefault(case.get("run") or "unlabelled", []).append(f"GELU {case.get('dtype')}")
-    if isinstance(res.get("build_cost"), dict):
+    if isinstance(res.get("build_cost"), dict) and not res.get("build_costs"):
         by_run.setdefault(res["build_cost"].get("run") or "unlabelled", []).append("build cost")
+    for b in res.get("build_costs", []):
+        by_run.setdefault(b.get("run") or "unlabelled", []).append(f"build {b.get('model')}")
+    for r in res.get("precision", []):
+        by_run.setdefault(r.get("run") or "unlabelled", []).append(f"{r.get('model')} b{r.get('batch')} "
+                                                                   f"{r.get('precision')}")
+    for r in res.get("dynamic", []):
+        by_run.setdefault(r.get("run") or "unlabelled", []).append(f"dynamic {r.get('model')} {r.get('point')}")
     if set(by_run) == {"unlabelled"}:
         return []
     return [f"- {label}: {', '.join(items)}" for label, items in by_run.items()] + [""]
@@ -60,47 +179,13 @@ def markdown(res: dict) -> str:
                          f"accuracy {json.dumps(case['accuracy'])} | | |")
         lines.append("")
     if res.get("zoo"):
-        lines += ["## Model zoo (median ms)", "",
-                  "| model | batch | dtype | " + " | ".join(RUNNERS) + " | tf / (compile+graph) | accuracy vs ORT fp32 |",
-                  "| --- | --- | --- |" + " --- |" * (len(RUNNERS) + 2)]
-        for row in res["zoo"]:
-            if "error" in row:
-                lines.append(f"| {row['model']} | {row['batch']} | {row['dtype']} | error: {row['error']} |" + " |" * (len(RUNNERS) + 1))
-                continue
-            acc = row.get("accuracy_vs_ort_fp32")
-            if not acc:
-                acc_txt = "—"
-            elif "note" in acc:
-                acc_txt = f"{'FAIL: ' if acc.get('pass') is False else 'n/a: '}{acc['note']}"
-            else:
-                ok = acc.get("pass", acc.get("allclose_1e-3_1e-4"))
-                acc_txt = f"{'pass' if ok else 'FAIL'} (rel {acc['rel_to_max']:.1e}, cos {acc['cosine']:.5f}"
-                if "torch_fp16_rel_to_max" in acc:
-                    acc_txt += f"; torch fp16 rel {acc['torch_fp16_rel_to_max']:.1e}"
-                acc_txt += ")"
-            cells = [_ms(row["runners"].get(r)) for r in RUNNERS]
-            lines.append(f"| {row['model']} | {row['batch']} | {row['dtype']} | " + " | ".join(cells) +
-                         f" | {row.get('ratio_vs_compile_graph') or '—'} | {acc_txt} |")
-        lines.append("")
-        notes = [(r["model"], r["batch"], r["dtype"], k, v.get("error")) for r in res["zoo"] if "runners" in r
-                 for k, v in r["runners"].items() if "error" in v]
-        notes += [(r["model"], r["batch"], r["dtype"], "tensorforge graphs", r["graph_note"]) for r in res["zoo"]
-                  if r.get("graph_note")]
-        if notes:
-            lines += ["Notes:", ""] + [f"- {m} b{b} {d} {k}: {e}" for m, b, d, k, e in notes] + [""]
-        profiled = [r for r in res["zoo"] if r.get("profile_ops")]
-        if profiled:
-            lines += ["## Where tensorforge's time goes (per-layer profile, uncaptured, ms per op type)", ""]
-            for r in profiled:
-                top = ", ".join(f"{op} {ms:.3f}" for op, ms in list(r["profile_ops"].items())[:8])
-                lines.append(f"- {r['model']} b{r['batch']} {r['dtype']}: {top}")
-            lines.append("")
-    if res.get("build_cost"):
-        b = res["build_cost"]
-        lines += ["## Build cost (resnet50)", "", "| cold s | warm s | speedup | same tactics |",
-                  "| --- | --- | --- | --- |",
-                  f"| {b.get('cold_s')} | {b.get('warm_s')} | {b.get('speedup')} | {b.get('same_tactics')} |"
-                  if "error" not in b else f"| error: {b['error']} | | | |", ""]
+        lines += _zoo_table(res["zoo"])
+    if res.get("build_costs") or res.get("build_cost"):
+        lines += _build_table(res)
+    if res.get("precision"):
+        lines += _precision_table(res["precision"])
+    if res.get("dynamic"):
+        lines += _dynamic_table(res["dynamic"])
     if res.get("skipped"):
         lines += ["## Not run", ""] + [f"- {s}" for s in res["skipped"]] + [""]
     return "\n".join(lines)

@@ -1,12 +1,16 @@
-"""The GPU benchmark of BENCH.md in one command:  PYTHONPATH=. python3 bench/run.py [--quick] [filters]
+"""The GPU benchmark of BENCH.md:  PYTHONPATH=. python3 bench/run.py --part fp16[,precision,dynamic,fp32] [filters]
 
-Runs, in one process on one GPU: the seed GELU case (fp32, fp16) against a device copy and the torch peers; every
-zoo model × batch × precision against torch eager, eager + CUDA graph, torch.compile and torch.compile + CUDA graph,
-with the fp16 accuracy check against onnxruntime fp32 and a per-layer profile at batch 1; and the resnet50 build
-cost with a cold and a warm timing cache (run before the zoo, so a time budget never drops it). Writes bench/results/<gpu>.json, <gpu>.md and, with matplotlib, plots.
-A case that fails is recorded with its error and the run goes on; `--budget-s` stops starting new zoo cases when
-the time is spent and lists them under "Not run". Measured on the H200: ≈ 17 s per zoo case (export, build, five
-runners, accuracy and profile at the smallest batch), so the whole zoo takes two runs (see bench/README.md).
+Parts (any combination, run model by model in one process so that each model's timing cache is shared):
+  fp16       the seed GELU case (fp32, fp16), every zoo model × batch at fp16 against the torch peers (peers.py),
+             accuracy against onnxruntime fp32 at every batch, and the build cost of every model (cold and warm
+             timing cache, beside torch.compile's compile time); the cold build is the batch-1 row's engine
+  precision  INT8, FP8 and `best` engines beside our fp16 engine (precision_case.py)
+  dynamic    a range-profile engine against static engines at min, opt and max (dynamic_case.py)
+  fp32       the zoo at fp32 with TF32 on, plus an accuracy check of an engine built with TF32 off
+Writes bench/results/<gpu>.json/.md (+ plots with matplotlib); fp32 zoo rows go to <gpu>-fp32.*. `--append` merges
+into the files of an earlier run (rows measured now replace the same cases). A case that fails is recorded with its
+error; a case whose estimated time (plan.py) no longer fits `--budget-s` is listed under "Not run". `--plan` prints
+the cases with their estimated times and exits. `--device cpu` runs the same harness on the CPU (tests use it).
 """
 
 import argparse
@@ -21,19 +25,38 @@ sys.path.insert(0, HERE)
 
 ALL_MODELS = ["resnet50", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny", "vit_b_16", "bert_base_seq128",
               "gpt2_seq128"]
+PARTS = ("fp16", "precision", "dynamic", "fp32")
+SKIPS = ("gelu", "zoo", "build", "profile", "compile")
+DEFAULT_PEERS = "eager,eager+graph,compile,compile+graph,freeze+graph"
 
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--part", default="fp16", help=f"comma list of: {', '.join(PARTS)}")
     p.add_argument("--models", default=",".join(ALL_MODELS), help="comma-separated zoo models (or 'none')")
-    p.add_argument("--batches", default="1,32")
-    p.add_argument("--dtypes", default="fp16,fp32", help="fp16 and/or fp32 (fp32 allows TF32)")
+    p.add_argument("--batches", default="1,32", help="zoo batches (fp16 and fp32 parts)")
+    p.add_argument("--dtypes", default=None, help="(older spelling) fp16 and/or fp32: the zoo parts to run")
+    p.add_argument("--peers", default=DEFAULT_PEERS, help="torch peers of the zoo rows (peers.PEERS)")
+    p.add_argument("--max-autotune", default="", help="model:batch[:dtype] list that also gets the "
+                   "max-autotune-no-cudagraphs + freezing peer (≈ 270 s compile each), e.g. resnet50:32")
+    p.add_argument("--precisions", default="int8,fp8,best", help="precision part: int8, fp8, best")
+    p.add_argument("--precision-batches", default="1,32")
+    p.add_argument("--precision-extra", default="resnet50:256", help="model:batch list of extra precision batches")
+    p.add_argument("--best-batches", default="1", help="batches that get a `best` row")
+    p.add_argument("--dynamic-models", default="resnet50,bert_base_seq128")
+    p.add_argument("--real-models", default="", help="ONNX model-zoo 'light' models of the onnx package for the "
+                   "build-cost table (names, or 'all'); needs --part fp16 and no --skip=build")
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--gelu-elements", type=int, default=256 * 2**20)
-    p.add_argument("--skip", default="", help="comma list of: gelu, zoo, build, profile, accuracy, compile")
+    p.add_argument("--skip", default="", help=f"comma list of: {', '.join(SKIPS)}")
     p.add_argument("--quick", action="store_true", help="resnet50 and bert, fp16, 30 iterations")
-    p.add_argument("--budget-s", type=float, default=420.0, help="start no new zoo case after this many seconds")
+    p.add_argument("--budget-s", type=float, default=540.0, help="start no case whose estimate ends after this")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--ort-threads", type=int, default=8)
+    p.add_argument("--keep-caches", action="store_true", help="keep Triton's and inductor's on-disk caches (default: "
+                   "a new folder per run, so cold builds and compile times are cold)")
+    p.add_argument("--plan", action="store_true", help="print the cases and their estimated times, run nothing")
     p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     p.add_argument("--stem", default=None, help="results file name (default: the GPU's name)")
     p.add_argument("--label", default="", help="what was measured, e.g. the commit: recorded with every row of this "
@@ -43,131 +66,401 @@ def parse(argv):
     args = p.parse_args(argv)
     if args.quick:
         args.models = "resnet50,bert_base_seq128" if args.models == ",".join(ALL_MODELS) else args.models
-        args.dtypes, args.iters = "fp16", 30
+        args.part, args.iters = "fp16", 30
+    if args.dtypes is not None:
+        args.part = ",".join(d for d in args.dtypes.split(",") if d)
+    args.parts = [x for x in args.part.split(",") if x]
+    args.models_list = [m for m in args.models.split(",") if m and m != "none"]
+    args.peers_list = [x for x in args.peers.split(",") if x]
+    args.skips = {s for s in args.skip.split(",") if s}
+    args.batches_list = _ints(args.batches)
+    args.precision_list = [x for x in args.precisions.split(",") if x]
+    args.max_autotune_set = {_mat_key(x) for x in args.max_autotune.split(",") if x}
+    args.extra = _model_batches(args.precision_extra)
     return args
 
 
+def _ints(text: str) -> list[int]:
+    return [int(b) for b in text.split(",") if b]
+
+
+def _mat_key(item: str) -> tuple[str, int, str]:
+    parts = item.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"--max-autotune item {item!r} is not model:batch[:dtype]")
+    return parts[0], int(parts[1]), parts[2] if len(parts) == 3 else "fp16"
+
+
+def _model_batches(text: str) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for item in (x for x in text.split(",") if x):
+        model, _, batch = item.partition(":")
+        out.setdefault(model, []).append(int(batch))
+    return out
+
+
+def check_args(args) -> str | None:
+    """The first problem with the selection, as a one-line message (None when fine)."""
+    import peers
+    import precision_case
+    import zoo
+    bad = [x for x in args.parts if x not in PARTS]
+    if bad:
+        return f"unknown --part {bad[0]!r}: use a comma list of {', '.join(PARTS)}"
+    bad = [m for m in args.models_list + sorted(args.extra) if m not in zoo.ZOO]
+    if bad:
+        return f"unknown model {bad[0]!r}: the zoo has {', '.join(zoo.ZOO)}"
+    bad = [x for x in args.peers_list if x not in peers.PEERS]
+    if bad:
+        return f"unknown peer {bad[0]!r}: use {', '.join(peers.PEERS)}"
+    bad = [x for x in args.precision_list if x not in precision_case.PRECISIONS]
+    if bad:
+        return f"unknown precision {bad[0]!r}: use {', '.join(precision_case.PRECISIONS)}"
+    bad = [x for x in args.skips if x not in SKIPS]
+    if bad:
+        return f"unknown --skip {bad[0]!r}: use {', '.join(SKIPS)}"
+    return None
+
+
+def make_plan(args) -> list[dict]:
+    """Every case this run will attempt, in order, with its estimated seconds (plan.py)."""
+    import plan
+    cases = []
+    if "fp16" in args.parts and "gelu" not in args.skips and args.device == "cuda":
+        cases.append({"kind": "gelu", "est": plan.GELU_S})
+    peers = [] if "compile" in args.skips else args.peers_list
+    if "compile" in args.skips:
+        peers = [p for p in args.peers_list if not p.startswith(("compile", "freeze", "max-autotune"))]
+    for m in args.models_list if "zoo" not in args.skips else []:
+        cases.append({"kind": "export", "model": m, "est": plan.export_s(m)})
+        if "fp16" in args.parts:
+            if "build" not in args.skips:
+                cases.append({"kind": "build", "model": m, "est": plan.build_cost_s(m)})
+            for b in args.batches_list:
+                mat = (m, b, "fp16") in args.max_autotune_set
+                prebuilt = b == 1 and "build" not in args.skips
+                cases.append({"kind": "zoo", "model": m, "batch": b, "dtype": "fp16", "max_autotune": mat,
+                              "est": plan.zoo_case_s(m, b, "fp16", peers, mat, prebuilt)})
+        if "precision" in args.parts:
+            for b in args.precision_batches_for(m):
+                for p in ["fp16"] + [x for x in args.precision_list if x != "fp16"]:
+                    if p == "best" and b not in _ints(args.best_batches):
+                        continue
+                    cases.append({"kind": "precision", "model": m, "batch": b, "precision": p,
+                                  "est": plan.precision_s(m, b, p, "fp16" in args.parts and b in args.batches_list)})
+        if "dynamic" in args.parts and m in args.dynamic_models.split(","):
+            cases.append({"kind": "dynamic", "model": m, "est": plan.dynamic_s(m)})
+        if "fp32" in args.parts:
+            for b in args.batches_list:
+                mat = (m, b, "fp32") in args.max_autotune_set
+                cases.append({"kind": "zoo", "model": m, "batch": b, "dtype": "fp32", "max_autotune": mat,
+                              "est": plan.zoo_case_s(m, b, "fp32", peers, mat)})
+    if args.real_models and "fp16" in args.parts and "build" not in args.skips:
+        cases.append({"kind": "real", "est": 30.0 * len(_real_names(args))})
+    for c in cases:
+        c["peers"] = peers + (["max-autotune+graph"] if c.get("max_autotune") else [])
+    return cases
+
+
+def _real_names(args) -> list[str]:
+    import build_cost
+    have = build_cost.onnx_light_models()
+    return sorted(have) if args.real_models == "all" else [n for n in args.real_models.split(",") if n]
+
+
+def describe(case: dict) -> str:
+    bits = [case["kind"], case.get("model", ""), f"b{case['batch']}" if "batch" in case else "",
+            case.get("dtype", ""), case.get("precision", ""), "+max-autotune" if case.get("max_autotune") else ""]
+    return " ".join(b for b in bits if b)
+
+
+def print_plan(cases: list[dict], budget: float) -> None:
+    import plan
+    total = plan.OVERHEAD_S + sum(c["est"] for c in cases)
+    print(f"plan: {len(cases)} cases, estimated {plan.fmt(total)} (budget {plan.fmt(budget)}; estimates from "
+          "bench/plan.py, re-fit them from the elapsed_s of the rows)")
+    running = plan.OVERHEAD_S
+    for c in cases:
+        running += c["est"]
+        print(f"  {describe(c):<46} ~{plan.fmt(c['est']):>8}   (ends ~{plan.fmt(running)})"
+              + ("   OVER BUDGET" if running > budget else ""))
+
+
 def main(argv=None) -> int:
-    args = parse(argv)
-    import torch
-    import triton
-
-    import tensorforge
-    from tensorforge.util import log as tflog
-    if not torch.cuda.is_available():
-        print("bench/run.py needs a CUDA GPU; on the CPU run bench/cpu.py", file=sys.stderr)
+    try:
+        args = parse(argv)
+    except ValueError as e:
+        print(f"bench/run.py: {e}", file=sys.stderr)
         return 2
-    tflog.set_severity(tflog.Severity.WARNING)
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    skip = {s for s in args.skip.split(",") if s}
-    t_start = time.perf_counter()
+    args.precision_batches_for = lambda m: _ints(args.precision_batches) + args.extra.get(m, [])
+    problem = check_args(args)
+    if problem:
+        print(f"bench/run.py: {problem}", file=sys.stderr)
+        return 2
+    cases = make_plan(args)
+    print_plan(cases, args.budget_s)
+    if args.plan:
+        return 0
+    if not args.keep_caches:            # cold builds and compile times: new on-disk kernel caches for this run
+        fresh = tempfile.mkdtemp(prefix="tf-bench-caches-")
+        os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(fresh, "triton"))
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(fresh, "inductor"))
+    import torch
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("bench/run.py: no CUDA GPU here; run with --device cpu (or bench/cpu.py for the CPU table)",
+              file=sys.stderr)
+        return 2
+    return Runner(args, cases).run()
 
-    def log(msg):
-        print(f"[{time.perf_counter() - t_start:7.1f}s] {msg}", flush=True)
 
-    gpu = torch.cuda.get_device_name(0)
-    stem = args.stem or "".join(c if c.isalnum() else "-" for c in gpu.lower()).strip("-")
-    res = {"environment": {"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
-                           "tensorforge": tensorforge.__version__, "iters": args.iters, "warmup": args.warmup,
-                           "args": vars(args)},
-           "gelu": [], "zoo": [], "build_cost": None, "skipped": []}
-    # --append: read the earlier results now — the partial writes after each case replace that file
-    previous = _load(os.path.join(args.out_dir, f"{stem}.json")) if args.append else None
+class Runner:
+    """One run: the cases of `make_plan`, in order, results written after each case (a killed run keeps them)."""
 
-    def merged() -> dict:       # what gets written: this run's rows over the earlier run's (when --append)
-        _label_rows(res, args.label)
+    def __init__(self, args, cases):
+        import torch
+        import tensorforge
+        from tensorforge.util import log as tflog
+        tflog.set_severity(tflog.Severity.WARNING)
+        if args.device == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        self.args, self.cases = args, cases
+        self.t_start = time.perf_counter()
+        if args.device == "cuda":
+            import triton
+            gpu, triton_v = torch.cuda.get_device_name(0), triton.__version__
+        else:
+            import platform
+            gpu, triton_v = f"cpu {platform.machine()}", None
+        self.stem = args.stem or "".join(c if c.isalnum() else "-" for c in gpu.lower()).strip("-")
+        env = {"gpu": gpu, "torch": torch.__version__, "triton": triton_v, "tensorforge": tensorforge.__version__,
+               "iters": args.iters, "warmup": args.warmup, "device": args.device,
+               "args": {k: v for k, v in vars(args).items() if not callable(v) and not isinstance(v, set)}}
+        env["args"]["max_autotune_set"] = sorted(":".join(map(str, k)) for k in args.max_autotune_set)
+        self.res = {"environment": dict(env), "gelu": [], "zoo": [], "build_cost": None, "build_costs": [],
+                    "precision": [], "dynamic": [], "skipped": []}
+        self.res32 = {"environment": dict(env), "gelu": [], "zoo": [], "build_cost": None, "build_costs": [],
+                      "precision": [], "dynamic": [], "skipped": []}
+        # --append: read the earlier results now — the partial writes after each case replace those files
+        self.previous = _load(os.path.join(args.out_dir, f"{self.stem}.json")) if args.append else None
+        self.previous32 = _load(os.path.join(args.out_dir, f"{self.stem}-fp32.json")) if args.append else None
+        self.work = tempfile.mkdtemp(prefix="tf-bench-")
+
+    def log(self, msg: str) -> None:
+        print(f"[{time.perf_counter() - self.t_start:7.1f}s] {msg}", flush=True)
+
+    def fits(self, case: dict) -> bool:
+        return time.perf_counter() - self.t_start + case["est"] <= self.args.budget_s
+
+    def skip(self, res: dict, key: str, case: dict) -> None:
+        res["skipped"].append(f"{key}: time budget of {self.args.budget_s:.0f} s (estimated {case['est']:.0f} s)")
+
+    def run(self) -> int:
+        exports: dict = {}
+        engines: dict = {}      # model → the cold-built batch-1 fp16 engine (build cost) for its zoo row
+        for case in self.cases:
+            kind = case["kind"]
+            try:
+                getattr(self, f"_{kind}")(case, exports, engines)
+            except Exception as e:  # noqa: BLE001 - recorded, the run goes on
+                traceback.print_exc()
+                self._record_failure(case, e)
+            release()
+            self.write(plots=False)
+        for res in (self.res, self.res32):
+            res["environment"]["total_seconds"] = round(time.perf_counter() - self.t_start, 1)
+        files = self.write(plots=True)
+        self.log("wrote " + ", ".join(files))
+        import report
+        for res in self.outputs():
+            print(report.markdown(res))
+        return 0
+
+    # ---- cases ---------------------------------------------------------------------------------
+    def _gelu(self, case, exports, engines):
+        import gelu_case
+        import torch
+        if not self.fits(case):
+            return self.skip(self.res, "GELU", case)
+        for dtype in (torch.float32, torch.float16):
+            try:
+                self.res["gelu"].append(gelu_case.run_case(self.args.gelu_elements, dtype, self.args.iters,
+                                                           self.args.warmup, "compile" not in self.args.skips, self.log))
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                self.res["gelu"].append({"dtype": str(dtype), "error": _line(e)})
+            release()
+
+    def _export(self, case, exports, engines):
+        import zoo
+        name = case["model"]
+        t0 = time.perf_counter()
+        module = zoo.make(name)
+        data, exporter = zoo.export(name, module, os.path.join(self.work, f"{name}.onnx"))
+        exports[name] = (module, data, exporter)
+        self.log(f"{name}: exported with {exporter} in {time.perf_counter() - t0:.1f} s")
+
+    def _cache(self, name: str, dtype: str) -> str:
+        return os.path.join(self.work, f"timing-{name}-{dtype}.json")
+
+    def _build(self, case, exports, engines):
+        import build_cost
+        import zoo
+        name = case["model"]
+        if name not in exports:
+            return
+        shape = zoo.input_shape(name, 1)
+        out, engine = build_cost.run_case(exports[name][1], {"input": shape}, True, self.log, self.args.device,
+                                          self._cache(name, "fp16"), label=name)
+        out.update({"model": name, "batch": 1, "source": "zoo"})
+        engines[name] = engine
+        self.res["build_costs"].append(out)
+        if name == "resnet50":                       # the single-model entry of earlier runs (kept for readers)
+            self.res["build_cost"] = out
+
+    def _zoo(self, case, exports, engines):
+        import zoo_case
+        name, batch, dtype = case["model"], case["batch"], case["dtype"]
+        res = self.res if dtype == "fp16" else self.res32
+        if name not in exports:
+            res["zoo"].append({"model": name, "batch": batch, "dtype": dtype, "error": "export failed (see log)"})
+            return
+        if not self.fits(case):
+            return self.skip(res, f"{name} b{batch} {dtype}", case)
+        module, data, exporter = exports[name]
+        engine = engines.pop(name, None) if (dtype == "fp16" and batch == 1) else None
+        row = zoo_case.run_case(name, module, data, dtype, batch, self.args.iters, self.args.warmup, case["peers"],
+                                self._cache(name, dtype), profile="profile" not in self.args.skips
+                                and batch == min(self.args.batches_list), log=self.log, device=self.args.device,
+                                engine=engine, ort_threads=self.args.ort_threads)
+        row["exporter"] = exporter
+        row["estimated_s"] = round(case["est"], 1)
+        res["zoo"].append(row)
+        if dtype == "fp16" and batch == 1:
+            self._compile_times(name, row)
+
+    def _compile_times(self, name: str, row: dict) -> None:
+        """torch.compile's compile time (batch 1, fp16, same run) beside the model's build cost."""
+        for entry in self.res["build_costs"]:
+            if entry.get("model") == name:
+                for peer, key in (("compile", "torch_compile_s"), ("compile+graph", "torch_compile_s"),
+                                  ("freeze+graph", "torch_compile_freezing_s")):
+                    st = row["runners"].get(peer, {})
+                    if "compile_s" in st and key not in entry:
+                        entry[key] = st["compile_s"]
+                if entry.get("torch_compile_s"):
+                    entry["cold_vs_torch_compile"] = round(entry["cold_s"] / entry["torch_compile_s"], 3)
+
+    def _precision(self, case, exports, engines):
+        import precision_case
+        name, batch, prec = case["model"], case["batch"], case["precision"]
+        if prec != "fp16":
+            return                                  # the model's rows run together, from its fp16 case
+        if name not in exports:
+            return
+        todo = [c for c in self.cases if c["kind"] == "precision" and c["model"] == name and c["batch"] == batch]
+        ests = {c["precision"]: c for c in todo}
+        pending = [c["precision"] for c in todo]
+        started = {}
+
+        def budget_left():
+            prec_now = pending.pop(0) if pending else None
+            c = ests.get(prec_now)
+            ok = c is None or self.fits(c)
+            if not ok:
+                self.skip(self.res, f"precision {name} b{batch} {prec_now}", c)
+            started[prec_now] = ok
+            return ok
+        rows = precision_case.run_model(name, exports[name][1], [batch], [c["precision"] for c in todo],
+                                        self.args.iters, self.args.warmup, self._cache(name, "fp16"), self.log,
+                                        self.args.device, _ints(self.args.best_batches), self.args.ort_threads,
+                                        budget_left)
+        self.res["precision"] += [r for r in rows if r.get("error") != "not run: time budget spent"]
+
+    def _dynamic(self, case, exports, engines):
+        import dynamic_case
+        import zoo
+        name = case["model"]
+        if name not in exports:
+            return
+        if not self.fits(case):
+            return self.skip(self.res, f"dynamic {name} fp16", case)
+        data = exports[name][1]
+        if zoo.ZOO[name].family == "text":
+            data, exporter = zoo.export(name, exports[name][0], dynamic_seq=True)
+            self.log(f"{name}: exported with a dynamic sequence axis ({exporter})")
+        self.res["dynamic"] += dynamic_case.run_model(name, data, "fp16", self.args.iters, self.args.warmup,
+                                                      self._cache(name, "fp16-dynamic"), self.log, self.args.device)
+
+    def _real(self, case, exports, engines):
+        import build_cost
+        have = build_cost.onnx_light_models()
+        for name in _real_names(self.args):
+            if name not in have:
+                self.res["build_costs"].append({"model": name, "source": "onnx light", "error":
+                                                f"not in this onnx package ({', '.join(have) or 'none'})"})
+                continue
+            if time.perf_counter() - self.t_start + 30.0 > self.args.budget_s:
+                self.res["skipped"].append(f"build {name}: time budget of {self.args.budget_s:.0f} s")
+                continue
+            try:
+                with open(have[name], "rb") as f:
+                    data = f.read()
+                out, _ = build_cost.run_case(data, build_cost.static_shapes(have[name]), True, self.log,
+                                             self.args.device, os.path.join(self.work, f"timing-{name}.json"), name)
+                out.update({"model": name, "batch": 1, "source": "onnx light"})
+            except Exception as e:  # noqa: BLE001
+                out = {"model": name, "source": "onnx light", "error": _line(e)}
+            self.res["build_costs"].append(out)
+            release()
+
+    def _record_failure(self, case, e) -> None:
+        kind, name = case["kind"], case.get("model")
+        if kind == "zoo":
+            res = self.res if case["dtype"] == "fp16" else self.res32
+            res["zoo"].append({"model": name, "batch": case["batch"], "dtype": case["dtype"], "error": _line(e)})
+        elif kind == "export":
+            self.res["skipped"].append(f"{name} (all cases): export failed: {_line(e)}")
+        elif kind == "build":
+            self.res["build_costs"].append({"model": name, "source": "zoo", "error": _line(e)})
+        elif kind == "precision":
+            self.res["precision"].append({"model": name, "batch": case["batch"], "precision": case["precision"],
+                                          "error": f"failed: {_line(e)}"})
+        elif kind == "dynamic":
+            self.res["dynamic"].append({"model": name, "dtype": "fp16", "point": "all", "error": _line(e)})
+        else:
+            self.res["skipped"].append(f"{kind}: failed: {_line(e)}")
+
+    # ---- results -------------------------------------------------------------------------------
+    def outputs(self) -> list[dict]:
+        """The results to write: the main file always, the fp32 file when this run measured fp32 or --append keeps
+        an earlier one."""
+        out = [self.merged(self.res, self.previous)]
+        if "fp32" in self.args.parts:
+            out.append(self.merged(self.res32, self.previous32))
+        return out
+
+    def merged(self, res: dict, previous: dict | None) -> dict:
+        _label_rows(res, self.args.label)
         if previous is None:
             return res
         return _merge_previous({**res, "environment": dict(res["environment"])}, previous)
 
-    if "gelu" not in skip:
-        import gelu_case
-        for dtype in (torch.float32, torch.float16):
-            try:
-                res["gelu"].append(gelu_case.run_case(args.gelu_elements, dtype, args.iters, args.warmup,
-                                                      "compile" not in skip, log))
-            except Exception as e:  # noqa: BLE001 - recorded, the run goes on
-                traceback.print_exc()
-                res["gelu"].append({"dtype": str(dtype), "error": f"{type(e).__name__}: {e}"})
-            release()
-
-    onnx_cache: dict = {}
-    if "build" not in skip:
-        import build_cost
-        import zoo
-        try:
-            t0 = time.perf_counter()
-            data, exporter = zoo.export("resnet50", zoo.make("resnet50"))
-            onnx_cache["resnet50"] = (data, exporter)
-            log(f"resnet50: exported with {exporter} in {time.perf_counter() - t0:.1f} s")
-            res["build_cost"] = build_cost.run_case(data, (32, 3, 224, 224), True, log)
-        except Exception as e:  # noqa: BLE001
-            traceback.print_exc()
-            res["build_cost"] = {"error": f"{type(e).__name__}: {e}"}
-        release()
-
-    models = [m for m in args.models.split(",") if m and m != "none"]
-    batches = [int(b) for b in args.batches.split(",") if b]
-    dtypes = [d for d in args.dtypes.split(",") if d]
-    if "zoo" not in skip and models:
-        import zoo
-        import zoo_case
-        work = os.path.join(HERE, ".work")
-        os.makedirs(work, exist_ok=True)
-        cache_path = os.path.join(tempfile.mkdtemp(prefix="tf-bench-"), "timing.json")
-        for name in models:
-            if time.perf_counter() - t_start > args.budget_s:
-                res["skipped"] += [f"{name} (all cases): time budget of {args.budget_s:.0f} s spent"]
-                continue
-            try:
-                module = zoo.make(name)
-                t0 = time.perf_counter()
-                if name in onnx_cache:
-                    onnx_bytes, exporter = onnx_cache[name]
-                else:
-                    onnx_bytes, exporter = zoo.export(name, module, os.path.join(work, f"{name}.onnx"))
-                    log(f"{name}: exported with {exporter} in {time.perf_counter() - t0:.1f} s")
-            except Exception as e:  # noqa: BLE001
-                traceback.print_exc()
-                res["zoo"] += [{"model": name, "batch": b, "dtype": d, "error": f"export: {type(e).__name__}: {e}"}
-                               for d in dtypes for b in batches]
-                continue
-            for dtype in dtypes:
-                for batch in batches:
-                    if time.perf_counter() - t_start > args.budget_s:
-                        res["skipped"].append(f"{name} b{batch} {dtype}: time budget spent")
-                        continue
-                    try:
-                        row = zoo_case.run_case(name, module, onnx_bytes, dtype, batch, args.iters, args.warmup,
-                                                "compile" not in skip, cache_path,
-                                                accuracy="accuracy" not in skip and batch == min(batches),
-                                                profile="profile" not in skip and batch == min(batches), log=log)
-                        row["exporter"] = exporter
-                        res["zoo"].append(row)
-                    except Exception as e:  # noqa: BLE001
-                        traceback.print_exc()
-                        res["zoo"].append({"model": name, "batch": batch, "dtype": dtype,
-                                           "error": f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"})
-                    release()
-                    _write(merged(), args, stem, plots=False)  # partial results survive a killed run
-
-    res["environment"]["total_seconds"] = round(time.perf_counter() - t_start, 1)
-    res = merged()
-    report_files = _write(res, args, stem)
-    log("wrote " + ", ".join(report_files))
-    import report
-    print(report.markdown(res))
-    return 0
+    def write(self, plots: bool) -> list[str]:
+        import report
+        files = []
+        for res, suffix in zip(self.outputs(), ("", "-fp32")):
+            files += report.write(res, self.args.out_dir, self.stem + suffix, plots)
+        return files
 
 
 def release() -> None:
     """After a case: drop torch.compile's graphs and return the case's GPU memory before the next one."""
-    import gc
+    from peers import reset_compiler
+    reset_compiler()
 
-    import torch
-    torch._dynamo.reset()
-    gc.collect()
-    torch.cuda.empty_cache()
+
+def _line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"
 
 
 def _load(path: str) -> dict | None:
@@ -178,34 +471,57 @@ def _load(path: str) -> dict | None:
         return json.load(f)
 
 
+def _rows_of(res: dict) -> list[dict]:
+    return (res.get("zoo", []) + res.get("gelu", []) + res.get("precision", []) + res.get("dynamic", [])
+            + res.get("build_costs", []) + ([res["build_cost"]] if isinstance(res.get("build_cost"), dict) else []))
+
+
 def _label_rows(res: dict, label: str) -> None:
-    """Record `label` (--label) on every row, GELU case and build cost this run measured."""
+    """Record `label` (--label) on every row this run measured."""
     res["environment"]["label"] = label
-    for row in res["zoo"] + res["gelu"] + ([res["build_cost"]] if isinstance(res["build_cost"], dict) else []):
+    for row in _rows_of(res):
         row.setdefault("run", label)
+
+
+KEYS = {  # section → the case a row measures (a newer row of the same case replaces the older one)
+    "zoo": lambda r: (r.get("model"), r.get("batch"), r.get("dtype")),
+    "precision": lambda r: (r.get("model"), r.get("batch"), r.get("precision")),
+    "dynamic": lambda r: (r.get("model"), r.get("dtype"), r.get("point")),
+    "build_costs": lambda r: (r.get("model"),),
+}
+SKIP_PREFIX = {  # section → the "Not run" entry of a case (what a row of that case makes obsolete)
+    "zoo": lambda k: f"{k[0]} b{k[1]} {k[2]}:",
+    "precision": lambda k: f"precision {k[0]} b{k[1]} {k[2]}:",
+    "dynamic": lambda k: f"dynamic {k[0]} {k[1]}:",
+    "build_costs": lambda k: f"build {k[0]}:",
+}
 
 
 def _merge_previous(res: dict, old: dict) -> dict:
     """Rows of an earlier run (same stem) for the cases this run did not measure."""
-    key = lambda r: (r.get("model"), r.get("batch"), r.get("dtype"))  # noqa: E731
-    done = {key(r) for r in res["zoo"]}
     rank = {m: i for i, m in enumerate(ALL_MODELS)}
-    res["zoo"] = sorted([r for r in old.get("zoo", []) if key(r) not in done] + res["zoo"],
-                        key=lambda r: (r.get("dtype", ""), rank.get(r.get("model"), len(rank)), r.get("batch", 0)))
+    order = {"zoo": lambda r: (r.get("dtype", ""), rank.get(r.get("model"), len(rank)), r.get("batch", 0)),
+             "precision": lambda r: (rank.get(r.get("model"), len(rank)), r.get("batch", 0),
+                                     ["fp16", "int8", "fp8", "best"].index(r["precision"])
+                                     if r.get("precision") in ("fp16", "int8", "fp8", "best") else 9),
+             "dynamic": lambda r: (rank.get(r.get("model"), len(rank)), ["min", "opt", "max", "all"].index(r["point"])
+                                   if r.get("point") in ("min", "opt", "max", "all") else 9),
+             "build_costs": lambda r: (r.get("source") != "zoo", rank.get(r.get("model"), len(rank)))}
+    obsolete: list[str] = []
+    for section, key in KEYS.items():
+        done = {key(r) for r in res.get(section, [])}
+        rows = [r for r in old.get(section, []) if key(r) not in done] + res.get(section, [])
+        res[section] = sorted(rows, key=order[section])
+        obsolete += [SKIP_PREFIX[section](key(r)) for r in res[section] if "error" not in r]
     have = {g.get("dtype") for g in res["gelu"]}
     res["gelu"] = [g for g in old.get("gelu", []) if g.get("dtype") not in have] + res["gelu"]
-    res["build_cost"] = res["build_cost"] or old.get("build_cost")
-    have_rows = {key(r) for r in res["zoo"] if "error" not in r}
-    res["skipped"] = [s for s in old.get("skipped", []) + res["skipped"]       # "<model> b<batch> <dtype>: why"
-                      if not any(s.startswith(f"{m} b{b} {d}:") or s.startswith(f"{m} (all cases):")
-                                 for m, b, d in have_rows)]
+    res["build_cost"] = res.get("build_cost") or old.get("build_cost")
+    models_with_rows = {r.get("model") for r in res["zoo"] if "error" not in r}
+    res["skipped"] = [s for s in old.get("skipped", []) + res["skipped"]
+                      if not any(s.startswith(p) for p in obsolete)
+                      and not any(s.startswith(f"{m} (all cases):") for m in models_with_rows)]
     res["environment"]["earlier_runs"] = old["environment"].get("earlier_runs", []) + [old["environment"]]
     return res
-
-
-def _write(res, args, stem, plots=True):
-    import report
-    return report.write(res, args.out_dir, stem, plots)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,7 @@ class ExecutionContext:
     def _setup_graphs(self, use_cuda_graph, backend, max_graphs) -> None:
         self.graphs_required = use_cuda_graph is True
         self.graph_disabled_reason: str | None = None
+        self.graph_blockers: list[dict] = []    # read-only record: the layer(s) whose capture failed (name, op, tactic)
         if backend is None and self.device.type == "cuda" and use_cuda_graph is not False:
             backend = TorchGraphBackend(self.device)
         if use_cuda_graph is False:
@@ -127,6 +128,8 @@ class ExecutionContext:
         where = (f"layer {layer.name!r} ({layer.op}, tactic {layer.tactic}) cannot be captured" if layer is not None
                  else "the engine cannot be captured")
         reason = f"{where}: {e}"
+        if layer is not None:
+            self.graph_blockers.append({"layer": layer.name, "op": layer.op, "tactic": layer.tactic})
         if self.graphs_required:
             raise UsageError(f"engine {self.engine.name!r} cannot run in a CUDA graph: {reason}",
                              "run without --useCudaGraph (it needs host synchronisation or data-dependent shapes)")

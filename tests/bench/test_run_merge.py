@@ -35,3 +35,37 @@ def test_merge_drops_not_run_entries_for_cases_that_have_rows_and_labels_rows_by
     out = run._merge_previous(new, old)
     assert out["skipped"] == ["gpt2 b1 fp16: time budget spent"]
     assert "- abc123: vit b32 fp16" in report._provenance(out) and "- def456: vit b1 fp16" in report._provenance(out)
+
+
+def test_merge_covers_precision_dynamic_and_build_rows_and_their_not_run_entries():
+    old = _res([], env="old")
+    old["precision"] = [{"model": "resnet50", "batch": 32, "precision": p, "ms": 1.0} for p in ("fp16", "int8")]
+    old["dynamic"] = [{"model": "resnet50", "dtype": "fp16", "point": p, "ms": 1.0} for p in ("min", "opt", "max")]
+    old["build_costs"] = [{"model": "resnet50", "cold_s": 7.0}, {"model": "vit_b_16", "cold_s": 9.0}]
+    old["skipped"] = ["precision resnet50 b256 int8: time budget", "dynamic bert_base_seq128 fp16: time budget",
+                      "build gpt2_seq128: time budget"]
+    new = _res([], env="new")
+    new["precision"] = [{"model": "resnet50", "batch": 32, "precision": "int8", "ms": 0.5},
+                        {"model": "resnet50", "batch": 256, "precision": "int8", "ms": 3.0}]
+    new["dynamic"] = [{"model": "bert_base_seq128", "dtype": "fp16", "point": "opt", "ms": 2.0}]
+    new["build_costs"] = [{"model": "resnet50", "cold_s": 5.0}]
+    out = run._merge_previous(new, old)
+    prec = {(r["batch"], r["precision"]): r["ms"] for r in out["precision"]}
+    assert prec == {(32, "fp16"): 1.0, (32, "int8"): 0.5, (256, "int8"): 3.0}
+    assert [r["batch"] for r in out["precision"]] == [32, 32, 256]                 # sorted by batch, fp16 first
+    assert [(r["model"], r["point"]) for r in out["dynamic"]] == [
+        ("resnet50", "min"), ("resnet50", "opt"), ("resnet50", "max"), ("bert_base_seq128", "opt")]
+    assert {r["model"]: r["cold_s"] for r in out["build_costs"]} == {"resnet50": 5.0, "vit_b_16": 9.0}
+    assert out["skipped"] == ["build gpt2_seq128: time budget"]
+
+
+def test_an_error_row_does_not_clear_the_not_run_entry_and_replaces_an_old_row():
+    old = _res([], env="old")
+    old["precision"] = [{"model": "resnet50", "batch": 1, "precision": "fp8", "ms": 1.0}]
+    old["skipped"] = ["precision resnet50 b1 int8: time budget"]
+    new = _res([], env="new")
+    new["precision"] = [{"model": "resnet50", "batch": 1, "precision": "int8", "error": "not run: x"},
+                        {"model": "resnet50", "batch": 1, "precision": "fp8", "error": "not run: y"}]
+    out = run._merge_previous(new, old)
+    assert [r.get("error") for r in out["precision"]] == ["not run: x", "not run: y"]
+    assert out["skipped"] == ["precision resnet50 b1 int8: time budget"]

@@ -1,0 +1,62 @@
+"""Wall-time estimates of the benchmark's cases on the H200, so a run can be cut into commands that fit the device
+budget (`run.py --plan` prints the plan and its total without running anything; a run skips a case whose estimate
+no longer fits `--budget-s` and lists it under "Not run").
+
+Anchors (bench/results at f8fd446, 95b9826): fp16 engine builds with a cold timing cache, per model, at batch 1 and
+32 (BUILD_S; fp32 builds ≈ 1.2×); one zoo case without builds ≈ 14 s with one torch.compile (export amortised).
+Assumed, to be re-fitted from the `elapsed_s` every row now records: each torch.compile ≈ COMPILE_S[model],
+max-autotune-no-cudagraphs ≈ 270 s (resnet50, BENCH.md) and 1.2× that elsewhere, an INT8/FP8 build ≈ 1.5× the fp16
+build plus calibration, a warm-cache build ≈ 5 % of the cold one.
+"""
+
+BUILD_S = {  # model → (cold fp16 build at batch 1, at batch 32 after batch 1 of the same run), seconds
+    "resnet50": (1.5, 0.7), "mobilenet_v3_large": (55.0, 45.0), "efficientnet_b0": (30.0, 20.0),
+    "convnext_tiny": (30.0, 6.3), "vit_b_16": (7.8, 4.3), "bert_base_seq128": (5.4, 1.2), "gpt2_seq128": (9.0, 0.4),
+    "tiny_cnn": (0.5, 0.5), "tiny_bert": (1.0, 1.0),
+}
+COMPILE_S = {"resnet50": 8.0, "mobilenet_v3_large": 9.0, "efficientnet_b0": 10.0, "convnext_tiny": 8.0,
+             "vit_b_16": 8.0, "bert_base_seq128": 8.0, "gpt2_seq128": 10.0}
+EXPORT_S = {"vit_b_16": 6.0, "bert_base_seq128": 6.0, "gpt2_seq128": 15.0}
+ORT_B32_S = {"vit_b_16": 4.0, "bert_base_seq128": 2.5, "gpt2_seq128": 2.5, "convnext_tiny": 1.5}
+MAX_AUTOTUNE_S = 270.0
+GELU_S, OVERHEAD_S = 25.0, 20.0          # GELU case (both dtypes); process start, imports, CUDA context
+
+
+def build_s(model: str, batch: int, dtype: str = "fp16") -> float:
+    b1, b32 = BUILD_S.get(model, (20.0, 10.0))
+    t = b1 if batch == 1 else b32 if batch <= 32 else b32 * 1.5
+    return t * (1.2 if dtype == "fp32" else 1.0)
+
+
+def zoo_case_s(model: str, batch: int, dtype: str, peers: list[str], max_autotune: bool, prebuilt: bool = False) -> float:
+    """`prebuilt`: the engine comes from the build-cost case (batch 1, fp16)."""
+    compiles = int("compile" in peers or "compile+graph" in peers) + int("freeze+graph" in peers)
+    t = (0.0 if prebuilt else build_s(model, batch, dtype)) + 5.0 + compiles * COMPILE_S.get(model, 10.0)
+    t += ORT_B32_S.get(model, 1.0) if batch > 1 else 0.5
+    if dtype == "fp32":
+        t += build_s(model, batch, dtype) + 1.0          # the TF32-off accuracy engine
+    if max_autotune:
+        t += MAX_AUTOTUNE_S * (1.0 if model == "resnet50" else 1.2)
+    return t
+
+
+def build_cost_s(model: str) -> float:
+    return 1.05 * build_s(model, 1) + 0.5                # cold build (then the b1 row's engine) + the warm rebuild
+
+
+def precision_s(model: str, batch: int, precision: str, same_run_fp16: bool) -> float:
+    if precision == "fp16":
+        return (0.05 if same_run_fp16 else 1.0) * build_s(model, batch) + 2.0
+    return 1.5 * build_s(model, batch) + 6.0
+
+
+def dynamic_s(model: str) -> float:
+    return 3 * build_s(model, 32) + build_s(model, 1) + 6.0
+
+
+def export_s(model: str) -> float:
+    return EXPORT_S.get(model, 3.0)
+
+
+def fmt(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"

@@ -1,0 +1,153 @@
+"""Case 4 of BENCH.md: INT8, FP8 and `best` engines beside our own fp16 engine, same model, same batch, same run.
+
+Entry point: `run_model(name, onnx_bytes, batches, precisions, ...)` → rows, one per (batch, precision), fp16 first.
+Builds: `tfg.build(onnx, fp16=True, int8=True, calibration_data=feeds, shapes=..., device=...)`; `fp8=True` likewise;
+`best=True` (every precision allowed). INT8/FP8 rows also allow fp16 for the layers they do not quantize (trtexec's
+`--int8 --fp16`, how TensorRT's INT8 numbers are measured). A build that raises gives a row "not run: <error>".
+Calibration: CALIB_INPUTS inputs (seeded CALIB_SEED…, as CALIB_INPUTS / CALIB_BATCH feeds of CALIB_BATCH), distinct
+from the TEST_INPUTS test inputs (seed TEST_SEED) and from the timing input (seeded by the batch size). Accuracy:
+every engine runs the test set (in chunks of its batch; a batch larger than the set repeats it) and is compared with
+fp32 onnxruntime on the same inputs: cosine (target ≥ 0.99) and, for classifiers, top-1 agreement (accuracy.py).
+Throughput = batch / median latency; speedup = fp16 median ÷ this engine's median (same run).
+"""
+
+import time
+
+import numpy as np
+
+import tensorforge as tfg
+from tensorforge.runtime import ExecutionContext
+
+import zoo
+from accuracy import quantized
+from measure import timer
+from zoo_case import build_summary, engine_runner, graph_columns, ort_reference
+
+CALIB_INPUTS, CALIB_BATCH, CALIB_SEED = 32, 8, 1000
+TEST_INPUTS, TEST_SEED = 64, 2000
+TENSORRT_RESNET50_INT8_IMG_S = 94600        # MLPerf Inference offline, per H200 (published)
+PRECISIONS = ["fp16", "int8", "fp8", "best"]
+
+
+def calibration_feeds(name: str) -> list[dict]:
+    return [{"input": zoo.example(name, CALIB_BATCH, seed=CALIB_SEED + k).numpy()}
+            for k in range(CALIB_INPUTS // CALIB_BATCH)]
+
+
+def test_inputs(name: str) -> np.ndarray:
+    return zoo.example(name, TEST_INPUTS, seed=TEST_SEED).numpy()
+
+
+def build_flags(precision: str, name: str) -> dict:
+    if precision == "fp16":
+        return {"fp16": True}
+    if precision in ("int8", "fp8"):
+        return {"fp16": True, precision: True, "calibration_data": calibration_feeds(name)}
+    if precision == "best":
+        return {"best": True, "calibration_data": calibration_feeds(name)}
+    raise ValueError(f"unknown precision {precision!r} (one of {', '.join(PRECISIONS)})")
+
+
+def unsupported(precision: str) -> str | None:
+    """Why `tfg.build` cannot make this precision (None when it takes the option): its keyword arguments are
+    checked first, since `build` passes unknown keywords on to the exporter instead of refusing them."""
+    import inspect
+    params = inspect.signature(tfg.build).parameters
+    missing = [k for k in build_flags(precision, "resnet50") if k not in params]
+    return f"tfg.build() takes no {missing[0]!r} argument" if missing else None
+
+
+def applied(engine, precision: str) -> str | None:
+    """None when the built engine records the precision flag asked for, else what it records instead."""
+    flags = engine.data.build_info.get("flags", [])
+    want = "best" if precision == "best" else precision
+    return None if want in flags else f"the engine's flags are {flags}: {want!r} was not applied"
+
+
+def run_engine_on(ctx, xs: np.ndarray, batch: int, device: str) -> np.ndarray:
+    """The engine's outputs for every sample of `xs`, run `batch` at a time."""
+    import torch
+    n, outs = len(xs), []
+    reps = -(-batch // n) if batch > n else 1
+    pool = np.concatenate([xs] * reps) if reps > 1 else xs
+    for start in range(0, n, batch):
+        chunk = pool[start:start + batch]
+        if len(chunk) < batch:                              # last short chunk: padded with the set's first samples
+            chunk = np.concatenate([chunk, pool[:batch - len(chunk)]])
+        y = ctx.run({"input": torch.from_numpy(np.ascontiguousarray(chunk)).to(device)})["output"]
+        outs.append(y.float().cpu().numpy())
+    return np.concatenate(outs)[:n]
+
+
+def _error_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:240]}"
+
+
+def run_model(name: str, onnx_bytes: bytes, batches: list[int], precisions: list[str], iters: int, warmup: int,
+              cache_path: str | None, log, device: str = "cuda", best_batches=(1,), ort_threads: int = 8,
+              budget_left=lambda: True) -> list[dict]:
+    classifier = zoo.ZOO[name].family == "vision" and zoo.ZOO[name].classifier
+    xs = test_inputs(name)
+    t0 = time.perf_counter()
+    want = ort_reference(onnx_bytes, xs, ort_threads)
+    log(f"{name}: onnxruntime fp32 on {len(xs)} test inputs in {time.perf_counter() - t0:.1f} s")
+    time_fn = timer(device, iters, warmup)
+    rows = []
+    for batch in batches:
+        fp16_ms = None
+        for precision in ["fp16"] + [p for p in precisions if p != "fp16"]:
+            if precision == "best" and batch not in best_batches:
+                continue
+            row = {"model": name, "batch": batch, "precision": precision}
+            if not budget_left():
+                row["error"] = "not run: time budget spent"
+                rows.append(row)
+                continue
+            t_case = time.perf_counter()
+            why = unsupported(precision)
+            if why:
+                row["error"] = f"not run: {why}"
+                log(f"{name} b{batch} {precision}: {row['error']}")
+                rows.append(row)
+                continue
+            try:
+                engine = tfg.build(onnx_bytes, shapes={"input": zoo.input_shape(name, batch)}, device=device,
+                                   timing_cache=cache_path, **build_flags(precision, name))
+            except Exception as e:  # noqa: BLE001 - the row says why, the run goes on
+                row["error"] = f"not run: {_error_line(e)}"
+                log(f"{name} b{batch} {precision}: {row['error']}")
+                rows.append(row)
+                continue
+            why = applied(engine, precision)
+            if why:
+                row["error"] = f"not run: {why}"
+                log(f"{name} b{batch} {precision}: {row['error']}")
+                rows.append(row)
+                continue
+            try:
+                row["build"] = build_summary(engine)
+                ctx = ExecutionContext(engine.data, device)
+                row["accuracy_vs_ort_fp32"] = quantized(run_engine_on(ctx, xs, batch, device), want, classifier)
+                x = zoo.example(name, batch).to(device)
+                row["runner"] = time_fn(engine_runner(ctx, x, device))
+                row.update(graph_columns(ctx))
+            except Exception as e:  # noqa: BLE001
+                row["error"] = f"failed: {_error_line(e)}"
+                log(f"{name} b{batch} {precision}: {row['error']}")
+                rows.append(row)
+                continue
+            ms = row["runner"]["median_ms"]
+            row["median_ms"] = ms
+            row["throughput_per_s"] = round(batch / ms * 1e3, 1)
+            if precision == "fp16":
+                fp16_ms = ms
+            row["speedup_vs_fp16"] = round(fp16_ms / ms, 3) if fp16_ms else None
+            if name == "resnet50":
+                row["tensorrt_published_img_s"] = TENSORRT_RESNET50_INT8_IMG_S
+                row["fraction_of_tensorrt"] = round(row["throughput_per_s"] / TENSORRT_RESNET50_INT8_IMG_S, 3)
+            row["elapsed_s"] = round(time.perf_counter() - t_case, 1)
+            log(f"{name} b{batch} {precision}: {ms:.4f} ms, {row['throughput_per_s']:.0f}/s, ×{row['speedup_vs_fp16']} "
+                f"vs fp16, cos {row['accuracy_vs_ort_fp32'].get('cosine', float('nan')):.4f}; {row['elapsed_s']} s")
+            rows.append(row)
+            del engine, ctx
+    return rows
