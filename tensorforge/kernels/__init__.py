@@ -24,6 +24,7 @@ if importlib.util.find_spec("triton") is not None:   # the optional 'gpu' extra:
     from . import triton_conv_epilogue, triton_pool  # noqa: F401  (conv + one epilogue kernel; GlobalAveragePool)
     from . import triton_add_layernorm  # noqa: F401  (residual Add + LayerNorm, one kernel)
     from . import triton_conv_pool  # noqa: F401  (conv epilogue that also averages its output)
+    from . import triton_int8_gemm  # noqa: F401  (QuantizedMatMul/Conv: int8/fp8 tl.dot + requantize epilogue)
 from .registry import Kernel, Tactic, candidates, instantiate, tactic
 
 __all__ = ["Kernel", "Tactic", "candidates", "instantiate", "tactic"]

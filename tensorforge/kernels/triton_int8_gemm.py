@@ -1,0 +1,205 @@
+"""Tactics: QuantizedMatMul / QuantizedConv (int8 and fp8 E4M3) as one Triton GEMM whose epilogue — zero-point
+correction, per-channel requantize scale, bias, activation, the producer's own Q/DQ, post-Q bias, residual
+(quantized or float), and the next layer's Q — runs on the accumulator in registers.
+
+    acc[m, n] = Σ_k A[m, k]·B[n, k]          int8 × int8 → int32 (tl.dot, IMMA/wgmma) or fp8 × fp8 → fp32
+    acc      -= z'·Σ_k B[n, k]                (activation zero point; uint8 input is shifted to int8 first)
+    out       = epilogue(acc) as in ir/ops/quantized.py, quantized with round-half-even (1.5·2²³ trick) and
+                IEEE division (div_rn), FMA contraction off: bit-exact to the reference for the exact activations
+A (M, K) row-major (im2col or the NHWC view of the input for a convolution), B (N, K) the stored weights.
+Traffic: A once per column of tiles, B once per row of tiles (grouped GROUP_M tiles share it in L2), the
+residual and the 1-byte output once; the (M, N) int32 accumulator never reaches memory.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from .quant_common import is_fp8
+from .quant_gemm import GEMM_OPS, gemm_layer_reason, make_gemm_kernel
+from .registry import tactic, triton_device_reason
+from .triton_gemm import apply_activation
+
+CONFIGS = [
+    {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 8},
+    {"BM": 128, "BN": 256, "BK": 64, "G": 8, "stages": 3, "warps": 8},
+    {"BM": 128, "BN": 64, "BK": 64, "G": 8, "stages": 4, "warps": 4},
+    {"BM": 64, "BN": 128, "BK": 128, "G": 8, "stages": 4, "warps": 4},
+    {"BM": 64, "BN": 64, "BK": 128, "G": 8, "stages": 4, "warps": 4},
+    {"BM": 32, "BN": 64, "BK": 128, "G": 4, "stages": 4, "warps": 4},
+]
+EXACT_ACTIVATIONS = ("none", "Relu", "Clip", "LeakyRelu")
+_OUT_KIND = {"int8": 1, "uint8": 1, "float8_e4m3fn": 2}
+_MAGIC = tl.constexpr(12582912.0)   # 1.5·2²³: (v + M) − M rounds |v| < 2²² to the nearest integer, ties to even
+
+
+@triton.jit
+def _round_e4m3(v):
+    """v (float32, |v| ≤ 448) rounded to the float8 E4M3 grid, ties to even, as float32: the grid step is
+    2^(max(e, −6) − 3) for v's binade e; dividing by it is exact, so the 1.5·2²³ trick rounds. (Explicit rather
+    than a conversion, so it is the same on the GPU and in the interpreter.)"""
+    e = ((v.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
+    step = ((tl.maximum(e, -6) - 3 + 127) << 23).to(tl.float32, bitcast=True)
+    return ((v / step + _MAGIC) - _MAGIC) * step
+
+
+@triton.jit
+def _quantize(t, scale, zp, lo, hi, KIND: tl.constexpr):
+    """ONNX QuantizeLinear of a float32 tile, as float values: KIND 1 integer (saturating), 2 float8 E4M3."""
+    v = tl.math.div_rn(t, scale)
+    if KIND == 2:
+        return _round_e4m3(tl.minimum(tl.maximum(v, -448.0), 448.0))
+    v = tl.minimum(tl.maximum(v, -4194304.0), 4194304.0)
+    r = (v + _MAGIC) - _MAGIC
+    return tl.minimum(tl.maximum(r + zp, lo), hi)
+
+
+@triton.jit
+def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, M, N, K, s_am, s_ak, s_bn, s_bk, s_rm, s_rn, s_cm, s_cn,
+                  x_zp, alpha, beta, mid_scale, mid_zp, mid_lo, mid_hi, res_scale, res_zp, y_scale, y_zp, y_lo, y_hi,
+                  FP8: tl.constexpr, HAS_ZP: tl.constexpr, PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr,
+                  HAS_POST: tl.constexpr, RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr,
+                  MID: tl.constexpr, OUT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                  G: tl.constexpr):
+    pid = tl.program_id(0)
+    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+    per_group = G * num_n
+    first_m = (pid // per_group) * G
+    rows = tl.minimum(num_m - first_m, G)
+    pid_m = first_m + (pid % per_group) % rows
+    pid_n = (pid % per_group) // rows
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_ptr = A + rm[:, None].to(tl.int64) * s_am + rk[None, :] * s_ak
+    b_ptr = B + rn[None, :].to(tl.int64) * s_bn + rk[:, None] * s_bk
+    if FP8:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.int32)
+    for k in range(0, K, BK):
+        a_mask = (rm[:, None] < M) & (rk[None, :] + k < K)
+        b_mask = (rn[None, :] < N) & (rk[:, None] + k < K)
+        if FP8:
+            a = tl.load(a_ptr, mask=a_mask, other=0.0)
+            b = tl.load(b_ptr, mask=b_mask, other=0.0)
+            acc = tl.dot(a, b, acc)
+        else:
+            a = tl.load(a_ptr, mask=a_mask, other=0)
+            b = tl.load(b_ptr, mask=b_mask, other=0)
+            acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+        a_ptr += BK * s_ak
+        b_ptr += BK * s_bk
+    nmask = rn < N
+    if HAS_ZP:
+        acc = acc - x_zp * tl.load(Wsum + rn, mask=nmask, other=0)[None, :]
+    if PER_CHANNEL:
+        mult = tl.load(Mult + rn, mask=nmask, other=0.0)[None, :]
+    else:
+        mult = tl.load(Mult)
+    t = acc.to(tl.float32) * mult
+    if HAS_BIAS:
+        t = t + tl.load(Bias + rn, mask=nmask, other=0.0).to(tl.float32)[None, :]
+    if not RES_FIRST:
+        t = apply_activation(t, ACT, alpha, beta)
+    if MID == 1:
+        t = (_quantize(t, mid_scale, mid_zp, mid_lo, mid_hi, 1) - mid_zp) * mid_scale
+    elif MID == 2:
+        t = _quantize(t, mid_scale, 0.0, 0.0, 0.0, 2) * mid_scale
+    if HAS_POST:
+        t = t + tl.load(Post + rn, mask=nmask, other=0.0).to(tl.float32)[None, :]
+    mask = (rm[:, None] < M) & nmask[None, :]
+    if RES == 1:
+        t = t + tl.load(R + rm[:, None].to(tl.int64) * s_rm + rn[None, :] * s_rn, mask=mask, other=0.0).to(tl.float32)
+    elif RES == 2:
+        r = tl.load(R + rm[:, None].to(tl.int64) * s_rm + rn[None, :] * s_rn, mask=mask, other=0)
+        t = t + (r.to(tl.float32) - res_zp) * res_scale
+    if RES_FIRST:
+        t = apply_activation(t, ACT, alpha, beta)
+    c_ptr = C + rm[:, None].to(tl.int64) * s_cm + rn[None, :] * s_cn
+    if OUT == 0:
+        tl.store(c_ptr, t.to(C.dtype.element_ty), mask=mask)
+    elif OUT == 1:
+        tl.store(c_ptr, _quantize(t, y_scale, y_zp, y_lo, y_hi, 1).to(tl.int32).to(C.dtype.element_ty), mask=mask)
+    else:
+        tl.store(c_ptr, _quantize(t, y_scale, 0.0, 0.0, 0.0, 2).to(C.dtype.element_ty), mask=mask)  # exact
+
+
+def _range(dtype_name: str) -> tuple[float, float]:
+    return (0.0, 255.0) if dtype_name == "uint8" else (-128.0, 127.0)
+
+
+def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False):
+    """Run the fused kernel on A (M, K), B (N, K); returns the (M, N) output in the layer's y_dtype."""
+    from ..ir import dtype_from_name
+    at = p.attrs
+    m, k = a8.shape
+    n = b8.shape[0]
+    out = torch.empty((m, n), dtype=dtype_from_name(at["y_dtype"]), device=a8.device)
+    fp8 = is_fp8(a8)
+    wsum = b8.to(torch.int32).sum(1).to(torch.int32) if z8 and not fp8 else out.new_empty(0, dtype=torch.int32)
+    mult = p.mult.to(a8.device)
+    res_kind = 0 if res2 is None else (2 if at["residual_scale"] else 1)
+    r = res2 if res2 is not None else out
+    mid_kind = 0 if not at["mid_scale"] else _OUT_KIND[at["mid_dtype"]]
+    mlo, mhi = _range(at["mid_dtype"])
+    ylo, yhi = _range(at["y_dtype"])
+    grid = (triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"]),)
+    opts = {} if interpret else {"num_warps": cfg["warps"], "num_stages": cfg["stages"], "enable_fp_fusion": False}
+    _qgemm_kernel[grid](
+        a8, b8, wsum, mult, bias if bias is not None else mult, post if post is not None else mult, r, out,
+        m, n, k, a8.stride(0), a8.stride(1), b8.stride(0), b8.stride(1), r.stride(0), r.stride(1),
+        out.stride(0), out.stride(1), int(z8), float(at["alpha"]), float(at["beta"]),
+        float(at["mid_scale"]), float(at["mid_zero_point"]), mlo, mhi,
+        float(at["residual_scale"]), float(at["residual_zero_point"]),
+        float(at["y_scale"]), float(at["y_zero_point"]), ylo, yhi,
+        FP8=fp8, HAS_ZP=bool(z8) and not fp8, PER_CHANNEL=mult.numel() > 1, HAS_BIAS=bias is not None,
+        HAS_POST=post is not None, RES=res_kind, RES_FIRST=bool(at["residual_first"]), ACT=at["activation"],
+        MID=mid_kind, OUT=_OUT_KIND.get(at["y_dtype"], 0) if at["y_scale"] else 0,
+        BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], **opts)
+    return out
+
+
+def kernel_reason(layer) -> str | None:
+    """Why the Triton kernel does not implement this layer (device aside)."""
+    why = gemm_layer_reason(layer)
+    if why:
+        return why
+    a = layer.attrs
+    if a.get("w_zero_point"):
+        return "asymmetric weights (w_zero_point ≠ 0): the Triton epilogue corrects the activation zero point only"
+    if a["y_scale"] and a["activation"] not in EXACT_ACTIVATIONS:
+        return (f"{a['activation']} before a quantized output: the Triton activation is not bit-exact to the "
+                f"reference (the builder checks int8 outputs exactly)")
+    return None
+
+
+def build_kernel(layer, cfg, device, interpret=False):
+    def fused(a8, b8, z8, w_zp, bias, res2, post, p):
+        return launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret)
+    return make_gemm_kernel(layer, device, None, fused_epilogue=fused)
+
+
+def _make(kind: str):
+    class _Tactic:
+        @staticmethod
+        def supports(layer, device):
+            why = triton_device_reason(device) or kernel_reason(layer)
+            if why:
+                return why
+            is8 = layer.attrs["x_dtype"] == "float8_e4m3fn"
+            if (kind == "fp8") != is8:
+                return f"{layer.attrs['x_dtype']} activations: this is the {kind} kernel"
+            if is8 and torch.cuda.get_device_capability(device) < (8, 9):
+                return "fp8 tensor cores need compute capability 8.9 or newer"
+            return None
+
+        @staticmethod
+        def build(layer, cfg, device):
+            return build_kernel(layer, cfg, device)
+    return _Tactic
+
+
+for _op in GEMM_OPS:
+    tactic(_op, name="triton_int8", configs=CONFIGS, priority=20)(_make("int8"))
+    tactic(_op, name="triton_fp8", configs=CONFIGS, priority=20)(_make("fp8"))

@@ -1,0 +1,136 @@
+"""Quantized tactics against the op reference (ir/ops/quantized.py), on the CPU: torch._int_mm and the Triton
+int8/fp8 GEMM under TRITON_INTERPRET=1 on small shapes. Integer outputs must be bit-exact (the builder checks
+them exactly); the reference itself is checked against a float64 DQ → op → Q composition written out here."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tensorforge.ir import Layer, get_spec
+from tensorforge.kernels import quant_int_mm, triton_int8_gemm  # noqa: F401
+from tensorforge.kernels.registry import candidates
+
+ATTRS = get_spec("QuantizedConv").attrs
+
+
+def _layer(op, **attrs):
+    spec = get_spec(op)
+    return Layer("q", op, ["x", "w", "b", "r"], ["y"], spec.resolve_attrs(attrs))
+
+
+def _q8(shape, dtype=torch.int8):
+    lo, hi = (0, 255) if dtype == torch.uint8 else (-128, 127)
+    return torch.randint(lo, hi + 1, shape, dtype=torch.int16).to(dtype)
+
+
+def _hand_reference(x, xs, xz, w, ws, b, ys, yz, relu):
+    """DQ → conv (float64) → +b → relu → Q, written out from the ONNX definitions."""
+    xf = (x.double() - xz) * xs
+    wf = w.double() * torch.tensor(ws, dtype=torch.float64).reshape(-1, 1, 1, 1)
+    y = F.conv2d(xf, wf, b.double(), padding=1)
+    y = torch.relu(y) if relu else y
+    return torch.clamp(torch.round(y / ys) + yz, -128, 127).to(torch.int8)
+
+
+def test_reference_matches_the_written_out_composition():
+    x, w = _q8((2, 4, 6, 6), torch.uint8), _q8((8, 4, 3, 3))
+    ws = (torch.rand(8) * 0.01 + 0.001).tolist()
+    b = torch.randn(8) * 0.1
+    layer = _layer("QuantizedConv", x_dtype="uint8", x_scale=0.02, x_zero_point=100, w_scale=ws, pads=[1, 1, 1, 1],
+                   activation="Relu", y_scale=0.05, y_zero_point=-3, y_dtype="int8")
+    got = get_spec("QuantizedConv").reference(x, w, b, **layer.attrs)
+    want = _hand_reference(x, 0.02, 100, w, ws, b, 0.05, -3, True)
+    off = (got.int() - want.int()).abs()
+    assert off.max() <= 1 and (off == 0).float().mean() > 0.99    # float64 vs float32 epilogue: rare ties
+
+
+CASES = [
+    # op, x dtype, x zp, y dtype, activation, residual kind, mid
+    ("QuantizedMatMul", torch.uint8, 131, "int8", "Relu", None, False),
+    ("QuantizedMatMul", torch.int8, -5, "uint8", "none", "quantized", True),
+    ("QuantizedMatMul", torch.int8, 0, "float32", "none", "float", False),
+    ("QuantizedConv", torch.uint8, 128, "int8", "Clip", None, False),
+    ("QuantizedConv", torch.int8, 7, "int8", "Relu", "quantized", True),
+    ("QuantizedConv", torch.int8, 0, "float32", "LeakyRelu", None, False),
+]
+
+
+def _inputs(op, xdt, res_kind, y_float):
+    if op == "QuantizedMatMul":
+        x, w, out = _q8((3, 7, 40), xdt), _q8((24, 40)), (3, 7, 24)
+    else:
+        x, w, out = _q8((2, 8, 7, 7), xdt), _q8((16, 8, 3, 3)), (2, 16, 7, 7)
+    b = torch.randn(24 if op == "QuantizedMatMul" else 16) * 0.2
+    r = None if res_kind is None else (_q8(out) if res_kind == "quantized" else torch.randn(out))
+    return [x, w, b, r]
+
+
+def _case_layer(op, xdt, xz, ydt, act, res_kind, mid):
+    n = 24 if op == "QuantizedMatMul" else 16
+    attrs = dict(x_dtype="int8" if xdt == torch.int8 else "uint8", x_scale=0.02, x_zero_point=xz,
+                 w_scale=(torch.rand(n) * 0.004 + 0.001).tolist(), activation=act,
+                 alpha=-0.5 if act == "Clip" else 0.1, beta=1.5, residual_first=0 if act == "LeakyRelu" else 1)
+    if op == "QuantizedConv":
+        attrs.update(pads=[1, 1, 1, 1], kernel_shape=[3, 3], strides=[1, 1])
+    if mid:
+        attrs.update(mid_scale=0.03, mid_zero_point=2, mid_dtype="int8")
+    if res_kind == "quantized":
+        attrs.update(residual_scale=0.04, residual_zero_point=-1)
+    if ydt != "float32":
+        attrs.update(y_scale=0.05, y_zero_point=3 if ydt == "int8" else 128, y_dtype=ydt)
+    return _layer(op, **attrs)
+
+
+def _compare(got, want):
+    if want.dtype.is_floating_point:
+        torch.testing.assert_close(got.float(), want.float(), rtol=1e-5, atol=1e-5)
+    else:
+        assert got.dtype == want.dtype and torch.equal(got, want), (got.int() - want.int()).abs().max()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[3]}-{c[4]}-{c[5]}")
+def test_int_mm_tactic_is_bit_exact(case):
+    layer = _case_layer(*case)
+    inputs = _inputs(case[0], case[1], case[5], case[3] == "float32")
+    want = get_spec(layer.op).reference(*inputs, **layer.attrs)
+    found, _ = candidates(layer, torch.device("cpu"))
+    tac = next(t for t, _ in found if t.name == "torch_int_mm")
+    _compare(tac.build(layer, {}, torch.device("cpu"))(inputs)[0], want)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[3]}-{c[4]}-{c[5]}")
+def test_triton_int8_gemm_interpreted_is_bit_exact(case):
+    layer = _case_layer(*case)
+    inputs = _inputs(case[0], case[1], case[5], case[3] == "float32")
+    want = get_spec(layer.op).reference(*inputs, **layer.attrs)
+    assert triton_int8_gemm.kernel_reason(layer) is None
+    cfg = {"BM": 32, "BN": 16, "BK": 32, "G": 2, "stages": 1, "warps": 1}
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
+    _compare(got, want)
+
+
+def test_triton_fp8_gemm_interpreted():
+    w = (torch.randn(24, 32) * 2).to(torch.float8_e4m3fn)
+    x = (torch.randn(2, 5, 32) * 3).to(torch.float8_e4m3fn)
+    layer = _layer("QuantizedMatMul", x_dtype="float8_e4m3fn", x_scale=0.1, w_scale=[0.05], activation="Relu",
+                   y_scale=0.02, y_dtype="float8_e4m3fn")
+    want = get_spec("QuantizedMatMul").reference(x, w, None, **layer.attrs)
+    cfg = {"BM": 16, "BN": 16, "BK": 32, "G": 1, "stages": 1, "warps": 1}
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)([x, w])[0]
+    assert got.dtype == torch.float8_e4m3fn
+    # fp32 sums in another order: the fp8 output differs by at most one fp8 ulp, on few elements
+    g, r = got.float(), want.float()
+    ulp = torch.where(r.abs() > 0, 2.0 ** (torch.floor(torch.log2(r.abs().clamp(min=2 ** -6))) - 3), 2.0 ** -9)
+    assert ((g - r).abs() <= ulp + 1e-12).all()
+    assert ((g == r).float().mean()) > 0.95
+
+
+def test_triton_rejects_what_it_cannot_do_exactly():
+    layer = _layer("QuantizedMatMul", x_dtype="int8", x_scale=0.1, w_scale=[0.05], activation="Gelu",
+                   y_scale=0.02, y_dtype="int8")
+    assert "not bit-exact" in triton_int8_gemm.kernel_reason(layer)
+    grouped = _layer("QuantizedConv", x_dtype="int8", x_scale=0.1, w_scale=[0.05], group=4)
+    assert "grouped" in triton_int8_gemm.kernel_reason(grouped)
+    assert "CUDA" in triton_int8_gemm._make("int8").supports(layer, torch.device("cpu"))
+    np.testing.assert_equal(ATTRS["residual_first"], 1)

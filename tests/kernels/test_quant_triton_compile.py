@@ -1,0 +1,58 @@
+"""The quantized Triton GEMM (kernels/triton_int8_gemm.py) compiles for sm_90 — PTX and cubin through Triton's
+NVIDIA backend and ptxas, which run without a GPU — for int8 and fp8 operands, every output kind and epilogue,
+with FMA contraction off (the bit-exact epilogue), and the int8 product really is an integer MMA in the PTX.
+Runs in a subprocess: TRITON_INTERPRET=1 (set for the whole test session) turns @triton.jit into the interpreter.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = r'''
+import json
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from tensorforge.kernels import triton_int8_gemm as T
+
+TARGET = GPUTarget("cuda", 90, 32)
+report = {}
+ints = "M N K s_am s_ak s_bn s_bk s_rm s_rn s_cm s_cn x_zp".split()
+floats = "alpha beta mid_scale mid_zp mid_lo mid_hi res_scale res_zp y_scale y_zp y_lo y_hi".split()
+cases = [  # name, A/B type, residual type, output type, constexprs
+    ("int8_q", "*i8", "*i8", "*i8", dict(FP8=False, HAS_ZP=True, RES=2, MID=1, OUT=1, ACT="Relu", RES_FIRST=True)),
+    ("uint8_out", "*i8", "*fp32", "*u8", dict(FP8=False, HAS_ZP=False, RES=1, MID=0, OUT=1, ACT="Clip", RES_FIRST=True)),
+    ("int8_float", "*i8", "*fp16", "*fp16", dict(FP8=False, HAS_ZP=True, RES=0, MID=0, OUT=0, ACT="Gelu", RES_FIRST=False)),
+    ("fp8_q", "*fp8e4nv", "*fp8e4nv", "*fp8e4nv", dict(FP8=True, HAS_ZP=False, RES=1, MID=2, OUT=2, ACT="Relu", RES_FIRST=True)),
+    ("fp8_float", "*fp8e4nv", "*fp32", "*fp32", dict(FP8=True, HAS_ZP=False, RES=0, MID=0, OUT=0, ACT="none", RES_FIRST=True)),
+]
+for i, (name, ab, rt, ct, consts) in enumerate(cases):
+    cfg = T.CONFIGS[i % len(T.CONFIGS)]
+    sig = {"A": ab, "B": ab, "Wsum": "*i32", "Mult": "*fp32", "Bias": "*fp32", "Post": "*fp32", "R": rt, "C": ct,
+           **{n: "i32" for n in ints}, **{n: "fp32" for n in floats}}
+    consts = {**consts, "PER_CHANNEL": True, "HAS_BIAS": True, "HAS_POST": name == "int8_q",
+              "BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "G": cfg["G"]}
+    sig.update({c: "constexpr" for c in consts})
+    src = ASTSource(fn=T._qgemm_kernel, signature=sig, constexprs=consts)
+    k = triton.compile(src, target=TARGET, options={"num_warps": cfg["warps"], "num_stages": cfg["stages"],
+                                                      "enable_fp_fusion": False})
+    ptx = k.asm["ptx"]
+    report[name] = {"cubin": len(k.asm["cubin"]), "int_mma": ("s32.s8.s8" in ptx) or (".s8" in ptx and "wgmma" in ptx),
+                    "fp8_mma": "e4m3" in ptx, "fma": ptx.count("fma.rn.f32")}
+print("REPORT" + json.dumps(report))
+'''
+
+
+def test_quantized_gemm_compiles_for_sm90():
+    pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend is not installed")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.split("REPORT", 1)[1])
+    assert len(report) == 5 and all(r["cubin"] > 0 for r in report.values())
+    assert report["int8_q"]["int_mma"] and report["uint8_out"]["int_mma"]
+    assert report["fp8_q"]["fp8_mma"] and report["fp8_float"]["fp8_mma"]
+    assert report["int8_q"]["fma"] == 0          # no contraction: the epilogue rounds like the reference
