@@ -1,7 +1,11 @@
 """gpu_check sections 3 and 4: the 9 light ONNX models built for the device, and the seed example.
 
-Light models (onnx/backend/test/data/light): `tfg.build(…, device, tf32=False)` vs onnxruntime CPU fp32 (rtol 1e-3,
-atol 1e-4), then saved to a temporary file, `tfg.load`ed and compared again; ms = engine latency, device tensors.
+Light models (onnx/backend/test/data/light), with the weights re-seeded by tests/models/light_reseed.py (onnx's
+own weights are ConstantOfShape(0.02): the output is a constant whatever the input, so it checks nothing):
+`tfg.build(…, device, tf32=False)` on two inputs vs onnxruntime CPU fp32 on the same re-seeded model (rtol 1e-3,
+atol 1e-4), then saved to a temporary file, `tfg.load`ed and compared again. PASS needs both: every output within
+tolerance, and the two inputs' onnxruntime outputs ≥ 100× the tolerance apart somewhere (an input-dependent
+output; the note gives that factor). ms = engine latency, device tensors.
 Seed example: examples/gelu/run.py is started first (`start_example`) and runs beside the other checks (its GPU
 work is short; its time goes to export and JSON), then collected (`finish_example`): exit status, summary block,
 one row per export. Files over 16 MiB it leaves in DIR/gelu are removed (unless kept) so DIR stays small.
@@ -25,9 +29,14 @@ import tensorforge as tfg
 from gpu_check_common import compare, guard, record, timed
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "models"))
+from light_reseed import light_input, reseeded  # noqa: E402  (tests/models: the re-seeder the CPU tests use)
+
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 EXPECTED_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
                    "squeezenet", "vgg19", "zfnet512"]
+RTOL, ATOL = 1e-3, 1e-4
+MIN_SENSITIVITY = 100.0
 
 
 def names() -> list[str]:
@@ -43,13 +52,18 @@ def _ort(model_bytes: bytes, feeds: dict) -> tuple[dict, float]:
     return dict(zip(outs, values)), (time.perf_counter() - t0) * 1e3
 
 
-def _compare_outputs(row, got: dict, want: dict) -> bool:
+def _compare_outputs(row, got: dict, want: dict, what: str = "") -> bool:
     if set(got) != set(want):
         row.note = f"outputs {sorted(got)} vs onnxruntime {sorted(want)}"
         return False
     names_ = sorted(want)
-    stats = compare([got[n] for n in names_], [torch.from_numpy(np.asarray(want[n])) for n in names_], 1e-3, 1e-4)
-    return record(row, stats)
+    stats = compare([got[n] for n in names_], [torch.from_numpy(np.asarray(want[n])) for n in names_], RTOL, ATOL)
+    return record(row, stats, what)
+
+
+def sensitivity(want0: dict, want1: dict) -> float:
+    """max |y0 − y1| / (atol + rtol·|y1|) over the outputs: how far apart two inputs' oracle outputs are."""
+    return max(float(np.max(np.abs(want0[n] - want1[n]) / (ATOL + RTOL * np.abs(want1[n])))) for n in want0)
 
 
 def run_light(ctx, only: set | None = None) -> None:
@@ -74,27 +88,34 @@ def run_light(ctx, only: set | None = None) -> None:
 
 
 def _build_and_check(ctx, row, name, built):
-    model = onnx.load(str(LIGHT / f"light_{name}.onnx"))
-    inits = {t.name for t in model.graph.initializer}
-    (data,) = [i for i in model.graph.input if i.name not in inits]
-    shape = [d.dim_value for d in data.type.tensor_type.shape.dim]
-    row.shape = "x".join(map(str, shape))
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    model_bytes = model.SerializeToString()
-    want, ort_ms = _ort(model_bytes, {data.name: x})
+    original = onnx.load(str(LIGHT / f"light_{name}.onnx"))     # the small file: the input's name and shape
+    t0 = time.perf_counter()
+    model_bytes = reseeded(name)                                   # cached in the temp folder after the first run
+    seed_s = time.perf_counter() - t0
+    xs = [light_input(original, seed) for seed in (0, 1)]
+    (data_name, x), = xs[0].items()
+    row.shape = "x".join(map(str, x.shape))
+    wants, ort_ms = zip(*[_ort(model_bytes, x_) for x_ in xs])
+    apart = sensitivity(*wants)
     t0 = time.perf_counter()
     engine = tfg.build(model_bytes, device=str(ctx.device), tf32=False)
     build_s = time.perf_counter() - t0
-    feed = {data.name: torch.from_numpy(x).to(ctx.device)}
-    got = engine.run(feed)
-    ctx.sync()
-    ok = _compare_outputs(row, got, want)
-    ms, row.reps = timed(ctx, lambda: engine.run(feed))
+    feeds = [{data_name: torch.from_numpy(x_[data_name]).to(ctx.device)} for x_ in xs]
+    ok = True
+    for i, (feed, want) in enumerate(zip(feeds, wants)):
+        got = engine.run(feed)
+        ctx.sync()
+        ok = _compare_outputs(row, got, want, f"input {i}: ") and ok
+    if apart < MIN_SENSITIVITY:
+        ok = False
+        row.note = f"output hardly depends on the input ({apart:.1f}× tol < {MIN_SENSITIVITY:g}×)"
+    ms, row.reps = timed(ctx, lambda: engine.run(feeds[0]))
     row.ms = round(ms, 4)
-    row.note = "; ".join(filter(None, [f"build {build_s:.1f} s, onnxruntime CPU {ort_ms:.1f} ms", _tactics(engine),
-                                       row.note]))
+    row.note = "; ".join(filter(None, [f"re-seeded ({seed_s:.1f} s), inputs {apart:.0f}× tol apart",
+                                       f"build {build_s:.1f} s, onnxruntime CPU {ort_ms[0]:.1f} ms",
+                                       _tactics(engine), row.note]))
     row.status = "PASS" if ok else "FAIL"
-    built.update(engine=engine, feed=feed, want=want)
+    built.update(engine=engine, feed=feeds[1], want=wants[1])
 
 
 def _tactics(engine) -> str:
