@@ -18,6 +18,7 @@ from . import triton_pointwise  # noqa: F401  (generated kernels of PointwiseCha
 from . import torch_fused  # noqa: F401  (SDPA, layer_norm, addmm and conv epilogues for fused ops)
 from . import cpu_onednn  # noqa: F401  (CPU: oneDNN linear with packed weights and fused activations)
 from . import quant_int_mm  # noqa: F401  (QuantizedMatMul/Conv: torch._int_mm, exact int32, on CUDA and CPU)
+from . import fp8_scaled_mm  # noqa: F401  (QuantizedMatMul/Conv in FP8 E4M3: torch._scaled_mm on Hopper)
 from . import torch_rnn  # noqa: F401  (RNN/GRU/LSTM through torch's fused recurrent kernels)
 if importlib.util.find_spec("triton") is not None:   # the optional 'gpu' extra: hand-written Triton kernels
     from . import triton_attention, triton_gemm, triton_layernorm, triton_softmax  # noqa: F401

@@ -60,6 +60,9 @@ def conv_is_gemm_reason(layer) -> str | None:
 def im2col(x: torch.Tensor, w_shape, attrs: dict, pad_value: int) -> tuple[torch.Tensor, tuple[int, int, int]]:
     """x (N, C, H, W) quantized → A (N·OH·OW, kh·kw·C) in (kh, kw, C) order, padding with `pad_value` (the
     zero point, i.e. a real 0). Returns A and (N, OH, OW). A 1×1 stride-1 unpadded conv is a view of NHWC x."""
+    if x.dtype in FLOAT8:            # moved as bytes (0x00 is +0.0); no fill/copy kernels needed for fp8
+        cols, nhw = im2col(x.view(torch.uint8), w_shape, attrs, 0)
+        return cols.view(x.dtype), nhw
     n, c, h, w = x.shape
     kh, kw = w_shape[2], w_shape[3]
     sh, sw = attrs.get("strides") or (1, 1)

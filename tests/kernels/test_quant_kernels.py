@@ -134,3 +134,16 @@ def test_triton_rejects_what_it_cannot_do_exactly():
     assert "grouped" in triton_int8_gemm.kernel_reason(grouped)
     assert "CUDA" in triton_int8_gemm._make("int8").supports(layer, torch.device("cpu"))
     np.testing.assert_equal(ATTRS["residual_first"], 1)
+
+
+def test_triton_fp8_conv_interpreted():
+    """An FP8 convolution through im2col (moved as bytes) and the fp8 kernel, float output: fp8 products are exact
+    in float32 and these sums are short, so it equals the reference."""
+    x = (torch.randn(1, 8, 5, 5) * 2).to(torch.float8_e4m3fn)
+    w = torch.randn(16, 8, 3, 3).to(torch.float8_e4m3fn)
+    layer = _layer("QuantizedConv", x_dtype="float8_e4m3fn", x_scale=0.5, w_scale=[0.25] * 16, pads=[1, 1, 1, 1],
+                   kernel_shape=[3, 3], activation="Relu")
+    want = get_spec("QuantizedConv").reference(x, w, None, **layer.attrs)
+    cfg = {"BM": 16, "BN": 16, "BK": 32, "G": 1, "stages": 1, "warps": 1}
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)([x, w])[0]
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
