@@ -21,8 +21,7 @@ import torch
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
 from . import api
-from .util.errors import InputError, UsageError
-from .util.values import OptionalValue, TensorSequence
+from .api import InputError, OptionalValue, TensorSequence, UsageError
 
 # numpy (ml_dtypes) ⇄ torch for the types numpy has no native form of: same bits, one element per byte
 # for the sub-byte integer types (torch.int4/uint4/int2/uint2 hold one sign- or zero-extended value a byte).
@@ -136,7 +135,7 @@ class TensorforgeRep(BackendRep):
         if all(s is not None for s in shapes):
             self._engine({n: s for n, s in zip(self.input_names, shapes)})
         else:   # parse now so that an unsupported op fails in prepare, as the backend API expects
-            api.high_level.parse_model(self._bytes)
+            api.high_level.parse(self._bytes)
 
     def _engine(self, shapes: dict[str, tuple[int, ...] | None]) -> api.Engine:
         key = tuple(sorted(shapes.items(), key=lambda kv: kv[0]))

@@ -4,6 +4,8 @@ The TensorRT-style classes (Builder, OnnxParser, Runtime, ...) are thin wrappers
 May import every room but compare and cli.
 """
 
+from ..util.errors import InputError, UsageError      # what backend.py (which may import only api) raises
+from ..util.values import OptionalValue, TensorSequence  # and the run-time values it wraps
 from .high_level import Engine, build, load
 
 __all__ = ["Engine", "build", "load"]

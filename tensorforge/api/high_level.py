@@ -37,6 +37,13 @@ def _as_profile(shapes: dict | None) -> list:
     return [prof]
 
 
+def parse(model, external_data_dir=None):
+    """An ONNX path/bytes/ModelProto → Network, nothing built: an unsupported op fails here (the parser is
+    imported on first use, like build's)."""
+    from ..parser import parse_model
+    return parse_model(model, external_data_dir=external_data_dir)
+
+
 def build(model, fp16: bool = False, bf16: bool = False, shapes: dict | None = None, timing_cache: str | None = None,
           device=None, example_inputs=None, tf32: bool = True, optimization_level: int = 3,
           config: "BuilderConfig | None" = None, external_data_dir=None, **export_options) -> "Engine":

@@ -18,10 +18,11 @@ import numpy as np
 import onnx
 import torch
 
-from ..api.high_level import Engine
 from ..builder import BuilderConfig, OptimizationProfile, build_engine
+from ..engine import Engine as EngineData
 from ..parser import parse_model
-from ..runtime import load_engine_file
+from ..runtime import ExecutionContext, load_engine_file
+from ..util.device import resolve_device
 from ..util.errors import UsageError
 
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -46,6 +47,20 @@ def with_all_outputs(model: onnx.ModelProto) -> onnx.ModelProto:
         if name not in have:
             marked.graph.output.append(onnx.ValueInfoProto(name=name))
     return marked
+
+
+class Engine:
+    """An engine and its execution context on one device: numpy feeds in, numpy outputs out (the runners'
+    contract). compare may not import api (DESIGN.md), so this is the runners' own thin wrapper."""
+
+    def __init__(self, data: EngineData, device=None):
+        self.data = data
+        self.context = ExecutionContext(data, resolve_device(device))
+
+    def run(self, feeds: dict) -> dict:
+        tensors = {k: v if isinstance(v, torch.Tensor) else torch.from_numpy(np.require(v, requirements="C"))
+                   for k, v in feeds.items()}
+        return {k: v.detach().cpu().numpy() for k, v in self.context.run(tensors).items()}
 
 
 class Runner:

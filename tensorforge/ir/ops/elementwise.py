@@ -231,8 +231,9 @@ def _to_float4(x: torch.Tensor) -> torch.Tensor:
 
 @op("Cast", attrs={"to": REQUIRED, "saturate": 1, "round_mode": "up"})
 def cast(x, to, saturate=1, round_mode="up"):
-    """Convert to dtype `to` (an IR dtype name such as 'float16'). Float → int truncates toward zero; an
-    integer out of the target's range wraps (two's complement, 2/4-bit types included). float8 targets:
+    """Convert to dtype `to` (an IR dtype name such as 'float16'). Float → int truncates toward zero, except to
+    the 2/4-bit types, where ONNX rounds half to even first; an integer out of the target's range wraps (two's
+    complement: the low 2/4 bits are kept, so float → int4 of 8 is -8, of -9 is 7). float8 targets:
     saturate=1 clamps to ±max (±Inf too), saturate=0 gives NaN (Inf for e5m2) past the range; float8e8m0
     rounds by `round_mode` (up/down/nearest); float4e2m1 saturates at ±6. Dtypes torch converts natively
     take one `x.to` (one read, one write); the others decode/encode through float32 or int64."""
@@ -250,6 +251,8 @@ def cast(x, to, saturate=1, round_mode="up"):
     if dst == FLOAT4:
         return _to_float4(x)
     if dst in SUBBYTE_INT:
+        if x.is_floating_point():       # onnx technical/int4.md, int2.md: round half to even, then keep the low bits
+            x = torch.round(x.double())
         v = x.view(torch.int64) if x.dtype == torch.uint64 else x.to(torch.int64)
         return wrap_int(v, dst)
     return x.to(dst)
