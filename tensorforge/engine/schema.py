@@ -95,7 +95,7 @@ CONCRETE_SHAPE = List(Int(0, MAX_DIM), max_len=MAX_RANK)
 NAME = Str()
 TENSOR_INFO = Obj({"name": NAME, "dtype": Opt(Str()), "shape": Opt(SHAPE)})
 LAYER = Obj({"name": NAME, "op": Str(), "inputs": List(Str()), "outputs": List(Str()), "attrs": Map(Json()),
-             "origin": List(Str()), "tactic": Opt(Str(TACTIC_ID)), "placement": Str(choices=("device", "host")),
+             "origin": List(Str()), "tactic": Str(TACTIC_ID), "placement": Str(choices=("device", "host")),
              "precision": Opt(Str())})
 PLUGIN_RECORD = Obj({"id": Str(), "namespace": Str(), "name": Str(), "version": Str(), "op": Str(),
                      "layers": List(Obj({"name": NAME}, {"attrs": Map(Json())}))},

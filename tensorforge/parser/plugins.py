@@ -52,8 +52,9 @@ def _add_layer(ctx, node, inputs, p: Plugin, where: str) -> list[str]:
     raw = {k: v for k, v in node.attrs.items() if k not in _SELECTORS}
     explicit = {k for k in node.explicit_attrs if k not in _SELECTORS}
     attrs = p.typed_attrs(raw, where, strict_keys=explicit)
-    if len(node.outputs) != p.num_outputs:     # TensorRT: getNbOutputs must match the node
-        raise PluginError(f"{where}plugin {p.id} has {p.num_outputs} outputs, the node has {len(node.outputs)}",
+    if not p.num_outputs - p.optional_outputs <= len(node.outputs) <= p.num_outputs:
+        opt = f" ({p.optional_outputs} of them optional)" if p.optional_outputs else ""
+        raise PluginError(f"{where}plugin {p.id} has {p.num_outputs} outputs{opt}, the node has {len(node.outputs)}",
                           "check the exporter's outputs against the descriptor")
     _check_static(ctx, inputs, p, attrs, where)
     outs = ctx.add(p.op_name, inputs, attrs, num_outputs=max(len(node.outputs), 1))

@@ -55,7 +55,8 @@ def _count_outputs(annotation) -> int | None:
 
 class Plugin:
     def __init__(self, plugin_id: str, descriptor: Callable, version: str = "1", *, domains=None,
-                 aliases: tuple[str, ...] = (), override: bool = False, num_outputs: int | None = None, doc: str = ""):
+                 aliases: tuple[str, ...] = (), override: bool = False, num_outputs: int | None = None, doc: str = "",
+                 optional_outputs: int = 0):
         self.namespace, self.name = split_id(plugin_id)
         self.version = str(version)
         if not _NAME.match(self.name) or (self.namespace and not _NAME.match(self.namespace.replace("::", "_"))):
@@ -72,6 +73,10 @@ class Plugin:
         self._parse_signature(descriptor)
         hinted = _count_outputs(typing.get_type_hints(descriptor).get("return"))
         self.num_outputs = num_outputs or hinted or 1
+        if not 0 <= optional_outputs < self.num_outputs:
+            raise PluginError(f"plugin {plugin_id}: optional_outputs={optional_outputs} must be below its "
+                              f"{self.num_outputs} outputs", "count only trailing outputs a node may leave out")
+        self.optional_outputs = int(optional_outputs)    # trailing outputs an ONNX node may omit (computed, dropped)
         self.impl_fn: Callable | None = None
         self.reference_fn: Callable | None = None
         self.autotune_fn: Callable | None = None

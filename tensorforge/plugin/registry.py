@@ -49,7 +49,7 @@ def add(p: Plugin, library: bool = False) -> Plugin:
                                  f"from {SOURCES.get(p.key, 'unknown')} stays")
             return old
         first = ("the built-in plugin library" if p.key in _LIBRARY else "") or SOURCES.get(p.key, "unknown")
-        raise PluginError(f"plugin {p.id} version {p.version} is already registered (from {first}; now from "
+        raise PluginError(f"plugin {p.id} version {p.version} is registered twice (first from {first}; now from "
                           f"{_SOURCE[-1] if _SOURCE else '<python>'})",
                           f"deregister the first with tfp.deregister({p.id!r}, {p.version!r}), or register yours "
                           "under another version or namespace")
@@ -122,15 +122,17 @@ def named(op_type: str) -> list[Plugin]:
 
 # ---- the decorator API ------------------------------------------------------------------------------
 def register(plugin_id: str, version: str = "1", *, domains=None, aliases=(), override: bool = False,
-             num_outputs: int | None = None):
+             num_outputs: int | None = None, optional_outputs: int = 0):
     """Decorator on a descriptor: typed inputs (TensorDesc) then attributes with defaults → output TensorDesc(s).
 
     `domains`: ONNX domains this plugin answers to (default: its namespace); `aliases`: other op_types;
-    `override=True`: replace the built-in importer of an ONNX op of the same name (TensorRT's plugin override).
+    `override=True`: replace the built-in importer of an ONNX op of the same name (TensorRT's plugin override);
+    `optional_outputs`: how many trailing outputs an ONNX node may leave out (a node with fewer outputs than the
+    descriptor's others is a build error).
     """
     def wrap(descriptor):
         add(Plugin(plugin_id, descriptor, version, domains=domains, aliases=aliases, override=override,
-                   num_outputs=num_outputs))
+                   num_outputs=num_outputs, optional_outputs=optional_outputs))
         return descriptor
     return wrap
 

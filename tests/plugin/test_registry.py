@@ -182,14 +182,20 @@ def test_autotune_configs_become_tactic_candidates():
     assert "not a dict of int or word values" in one_line(e)
 
 
-def test_user_plugin_replaces_library_plugin_and_scope_restores_it():
+def test_user_plugin_clashing_with_library_plugin_needs_deregister_and_scope_restores_it():
+    """TensorRT's registry rule (issue 13.7): a second registration of a key is refused, even over the library's;
+    deregistering the library plugin first lets the user's take the key."""
     assert tfp.discover("MyGelu")
     lib = tfp.get("custom::MyGelu")
     assert tfp.is_library(lib)
     with tfp.scope():
-        @tfp.register("custom::MyGelu")
-        def _(x: tfp.TensorDesc) -> tfp.TensorDesc:
+        def mine(x: tfp.TensorDesc) -> tfp.TensorDesc:
             return x.like()
-        mine = tfp.get("custom::MyGelu")
-        assert mine is not lib and not tfp.is_library(mine)
+        with pytest.raises(PluginError) as e:
+            tfp.register("custom::MyGelu")(mine)
+        assert "built-in plugin library" in one_line(e) and "deregister" in one_line(e)
+        assert tfp.get("custom::MyGelu") is lib
+        tfp.deregister("custom::MyGelu")
+        tfp.register("custom::MyGelu")(mine)
+        assert tfp.get("custom::MyGelu") is not lib and not tfp.is_library(tfp.get("custom::MyGelu"))
     assert tfp.get("custom::MyGelu") is lib

@@ -31,7 +31,7 @@ def describe(boxes: TensorDesc, scores: TensorDesc, *, background_label_id: int 
     return boxes.new((B, K, 5)), boxes.new((B, K), torch.int32), boxes.new((B, K), torch.int32)
 
 
-PLUGIN = Plugin("mmdeploy::TRTBatchedNMS", describe, num_outputs=3)
+PLUGIN = Plugin("mmdeploy::TRTBatchedNMS", describe, num_outputs=3, optional_outputs=1)   # index: return_index
 
 
 @PLUGIN.reference
