@@ -30,7 +30,19 @@ def weight_zero_points(layer, w: torch.Tensor, device):
     return base - 128
 
 
-def make_gemm_kernel(layer, device, gemm, fused_epilogue=None):
+def conv_geometry(x: torch.Tensor, w_shape, attrs: dict, z_raw: int) -> dict:
+    """Output size and strides/pads/dilations of a 2-D convolution, for the implicit-GEMM kernel."""
+    kh, kw = w_shape[2], w_shape[3]
+    sh, sw = attrs.get("strides") or (1, 1)
+    dh, dw = attrs.get("dilations") or (1, 1)
+    p = attrs.get("pads") or (0, 0, 0, 0)
+    oh = (x.shape[2] + p[0] + p[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (x.shape[3] + p[1] + p[3] - dw * (kw - 1) - 1) // sw + 1
+    return {"M": x.shape[0] * oh * ow, "OH": oh, "OW": ow, "KW": kw, "strides": (sh, sw), "pads": (p[0], p[1]),
+            "dilations": (dh, dw), "z_raw": z_raw, "nhw": (x.shape[0], oh, ow)}
+
+
+def make_gemm_kernel(layer, device, gemm, fused_epilogue=None, implicit_conv=False):
     p = quant_params(layer, device)
     conv = layer.op == "QuantizedConv"
     prepared: dict = {}
@@ -52,6 +64,10 @@ def make_gemm_kernel(layer, device, gemm, fused_epilogue=None):
         b8, w_zp = weights(w)
         z8 = 0 if is_fp8(x) else p.int8_zero_point(x)
         xa = x if is_fp8(x) else as_int8(x)
+        if conv and implicit_conv:
+            geom = conv_geometry(x, w.shape, layer.attrs, 0 if is_fp8(x) else p.x_zp)
+            y2 = fused_epilogue(x, b8, z8, w_zp, bias, residual_rows(res, geom["M"]), post, p, geom)
+            return [to_nchw(y2, geom["nhw"])]
         if conv:
             a8, nhw = im2col(xa, w.shape, layer.attrs, z8)
             res2 = residual_rows(res, a8.shape[0])

@@ -6,7 +6,9 @@ correction, per-channel requantize scale, bias, activation, the producer's own Q
     acc      -= z'·Σ_k B[n, k]                (activation zero point; uint8 input is shifted to int8 first)
     out       = epilogue(acc) as in ir/ops/quantized.py, quantized with round-half-even (1.5·2²³ trick) and
                 IEEE division (div_rn), FMA contraction off: bit-exact to the reference for the exact activations
-A (M, K) row-major (im2col or the NHWC view of the input for a convolution), B (N, K) the stored weights.
+A (M, K) row-major (im2col or the NHWC view of the input for a convolution) or, IMPLICIT=1, the convolution
+input itself read as an implicit GEMM (row m = output pixel, column k = (r, s, c); outside the image the zero
+point is loaded, a real 0) — no im2col copy; B (N, K) the stored weights, in (r, s, c) column order.
 Traffic: A once per column of tiles, B once per row of tiles (grouped GROUP_M tiles share it in L2), the
 residual and the 1-byte output once; the (M, N) int32 accumulator never reaches memory.
 """
@@ -57,7 +59,8 @@ def _quantize(t, scale, zp, lo, hi, KIND: tl.constexpr):
 @triton.jit
 def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, M, N, K, s_am, s_ak, s_bn, s_bk, s_rm, s_rn, s_cm, s_cn,
                   x_zp, alpha, beta, mid_scale, mid_zp, mid_lo, mid_hi, res_scale, res_zp, y_scale, y_zp, y_lo, y_hi,
-                  FP8: tl.constexpr, HAS_ZP: tl.constexpr, PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr,
+                  pad, H, W, CIN, OW, OHW, KW, sh, sw, ph, pw, dh, dw, sxn, sxh, sxw, sxc,
+                  CONV: tl.constexpr, SHIFT: tl.constexpr, FP8: tl.constexpr, HAS_ZP: tl.constexpr, PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr,
                   HAS_POST: tl.constexpr, RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr,
                   MID: tl.constexpr, OUT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                   G: tl.constexpr):
@@ -71,24 +74,43 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, M, N, K, s_am, s_ak, s_bn,
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
-    a_ptr = A + rm[:, None].to(tl.int64) * s_am + rk[None, :] * s_ak
+    if CONV:     # implicit GEMM: row m = (image, oh, ow), column k = (r, s, c) of the NCHW-indexed input A
+        img = rm // OHW
+        oh = (rm % OHW) // OW
+        ow = (rm % OHW) % OW
+        base_h, base_w = oh * sh - ph, ow * sw - pw
+        x_row = A + img.to(tl.int64) * sxn
+    else:
+        a_ptr = A + rm[:, None].to(tl.int64) * s_am + rk[None, :] * s_ak
     b_ptr = B + rn[None, :].to(tl.int64) * s_bn + rk[:, None] * s_bk
     if FP8:
         acc = tl.zeros((BM, BN), dtype=tl.float32)
     else:
         acc = tl.zeros((BM, BN), dtype=tl.int32)
     for k in range(0, K, BK):
-        a_mask = (rm[:, None] < M) & (rk[None, :] + k < K)
         b_mask = (rn[None, :] < N) & (rk[:, None] + k < K)
+        if CONV:
+            kk = k + rk
+            rs = kk // CIN
+            ih = base_h[:, None] + ((rs // KW) * dh)[None, :]
+            iw = base_w[:, None] + ((rs % KW) * dw)[None, :]
+            a_mask = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm[:, None] < M) & (kk[None, :] < K)
+            a_at = x_row[:, None] + ih * sxh + iw * sxw + ((kk % CIN) * sxc)[None, :]
+        else:
+            a_mask = (rm[:, None] < M) & (rk[None, :] + k < K)
+            a_at = a_ptr
         if FP8:
-            a = tl.load(a_ptr, mask=a_mask, other=0.0)
+            a = tl.load(a_at, mask=a_mask, other=0.0)
             b = tl.load(b_ptr, mask=b_mask, other=0.0)
             acc = tl.dot(a, b, acc)
         else:
-            a = tl.load(a_ptr, mask=a_mask, other=0)
+            a = tl.load(a_at, mask=a_mask, other=pad)       # outside the image: the zero point (a real 0)
+            if SHIFT:
+                a = (a.to(tl.int32) - 128).to(tl.int8)
             b = tl.load(b_ptr, mask=b_mask, other=0)
             acc = tl.dot(a, b, acc, out_dtype=tl.int32)
-        a_ptr += BK * s_ak
+        if not CONV:
+            a_ptr += BK * s_ak
         b_ptr += BK * s_bk
     nmask = rn < N
     if HAS_ZP:
@@ -129,12 +151,24 @@ def _range(dtype_name: str) -> tuple[float, float]:
     return (0.0, 255.0) if dtype_name == "uint8" else (-128.0, 127.0)
 
 
-def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False):
-    """Run the fused kernel on A (M, K), B (N, K); returns the (M, N) output in the layer's y_dtype."""
+def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=None):
+    """Run the fused kernel on A (M, K), B (N, K) — or, with `geom` (quant_gemm.conv_geometry), on the raw
+    convolution input as an implicit GEMM; returns the (M, N) output in the layer's y_dtype."""
     from ..ir import dtype_from_name
     at = p.attrs
-    m, k = a8.shape
     n = b8.shape[0]
+    if geom is None:
+        m, k = a8.shape
+        conv_args = [0] * 17
+        sa = (a8.stride(0), a8.stride(1))
+    else:
+        m, k = geom["M"], b8.shape[1]
+        x = a8
+        pad_raw = geom["z_raw"]
+        conv_args = [pad_raw, x.shape[2], x.shape[3], x.shape[1], geom["OW"], geom["OH"] * geom["OW"], geom["KW"],
+                     *geom["strides"], geom["pads"][0], geom["pads"][1], *geom["dilations"],
+                     x.stride(0), x.stride(2), x.stride(3), x.stride(1)]
+        sa = (0, 0)
     out = torch.empty((m, n), dtype=dtype_from_name(at["y_dtype"]), device=a8.device)
     fp8 = is_fp8(a8)
     wsum = b8.to(torch.int32).sum(1).to(torch.int32) if z8 and not fp8 else out.new_empty(0, dtype=torch.int32)
@@ -148,12 +182,12 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False):
     opts = {} if interpret else {"num_warps": cfg["warps"], "num_stages": cfg["stages"], "enable_fp_fusion": False}
     _qgemm_kernel[grid](
         a8, b8, wsum, mult, bias if bias is not None else mult, post if post is not None else mult, r, out,
-        m, n, k, a8.stride(0), a8.stride(1), b8.stride(0), b8.stride(1), r.stride(0), r.stride(1),
+        m, n, k, *sa, b8.stride(0), b8.stride(1), r.stride(0), r.stride(1),
         out.stride(0), out.stride(1), int(z8), float(at["alpha"]), float(at["beta"]),
         float(at["mid_scale"]), float(at["mid_zero_point"]), mlo, mhi,
         float(at["residual_scale"]), float(at["residual_zero_point"]),
-        float(at["y_scale"]), float(at["y_zero_point"]), ylo, yhi,
-        FP8=fp8, HAS_ZP=bool(z8) and not fp8, PER_CHANNEL=mult.numel() > 1, HAS_BIAS=bias is not None,
+        float(at["y_scale"]), float(at["y_zero_point"]), ylo, yhi, *conv_args,
+        CONV=geom is not None, SHIFT=geom is not None and a8.dtype == torch.uint8, FP8=fp8, HAS_ZP=bool(z8) and not fp8, PER_CHANNEL=mult.numel() > 1, HAS_BIAS=bias is not None,
         HAS_POST=post is not None, RES=res_kind, RES_FIRST=bool(at["residual_first"]), ACT=at["activation"],
         MID=mid_kind, OUT=_OUT_KIND.get(at["y_dtype"], 0) if at["y_scale"] else 0,
         BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], **opts)
@@ -175,9 +209,11 @@ def kernel_reason(layer) -> str | None:
 
 
 def build_kernel(layer, cfg, device, interpret=False):
-    def fused(a8, b8, z8, w_zp, bias, res2, post, p):
-        return launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret)
-    return make_gemm_kernel(layer, device, None, fused_epilogue=fused)
+    def fused(a8, b8, z8, w_zp, bias, res2, post, p, geom=None):
+        if w_zp is not None:
+            raise ValueError(f"layer {layer.name!r}: uint8 weights (zero point 128) need the torch_int_mm tactic")
+        return launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret, geom)
+    return make_gemm_kernel(layer, device, None, fused_epilogue=fused, implicit_conv=bool(cfg.get("IMPLICIT")))
 
 
 def _make(kind: str):
@@ -200,6 +236,7 @@ def _make(kind: str):
     return _Tactic
 
 
-for _op in GEMM_OPS:
-    tactic(_op, name="triton_int8", configs=CONFIGS, priority=20)(_make("int8"))
-    tactic(_op, name="triton_fp8", configs=CONFIGS, priority=20)(_make("fp8"))
+CONV_CONFIGS = [{**c, "IMPLICIT": 1} for c in CONFIGS] + [{**c, "IMPLICIT": 0} for c in CONFIGS[:3]]
+for _op, _cfgs in zip(GEMM_OPS, (CONFIGS, CONV_CONFIGS)):
+    tactic(_op, name="triton_int8", configs=_cfgs, priority=20)(_make("int8"))
+    tactic(_op, name="triton_fp8", configs=_cfgs, priority=20)(_make("fp8"))

@@ -105,8 +105,25 @@ def test_triton_int8_gemm_interpreted_is_bit_exact(case):
     inputs = _inputs(case[0], case[1], case[5], case[3] == "float32")
     want = get_spec(layer.op).reference(*inputs, **layer.attrs)
     assert triton_int8_gemm.kernel_reason(layer) is None
-    cfg = {"BM": 32, "BN": 16, "BK": 32, "G": 2, "stages": 1, "warps": 1}
-    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
+    for implicit in ((0, 1) if case[0] == "QuantizedConv" else (0,)):
+        cfg = {"BM": 32, "BN": 16, "BK": 32, "G": 2, "stages": 1, "warps": 1, "IMPLICIT": implicit}
+        got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
+        _compare(got, want)
+
+
+@pytest.mark.parametrize("xdt", [torch.uint8, torch.int8])
+def test_triton_implicit_gemm_conv_strided_dilated_channels_last(xdt):
+    """The implicit-GEMM addressing: stride 2, dilation 2, asymmetric pads, a channels-last input, 5 input channels
+    (k = (r, s, c) crosses tile edges); padding must read the zero point."""
+    x = _q8((2, 5, 11, 10), xdt).contiguous(memory_format=torch.channels_last)
+    w = _q8((12, 5, 3, 3))
+    layer = _layer("QuantizedConv", x_dtype="uint8" if xdt == torch.uint8 else "int8", x_scale=0.02,
+                   x_zero_point=77 if xdt == torch.uint8 else -9, w_scale=(torch.rand(12) * 0.01 + 1e-3).tolist(),
+                   strides=[2, 2], dilations=[2, 2], pads=[2, 1, 0, 2], kernel_shape=[3, 3],
+                   y_scale=0.05, y_zero_point=1, y_dtype="int8")
+    want = get_spec("QuantizedConv").reference(x, w, **layer.attrs)
+    cfg = {"BM": 16, "BN": 16, "BK": 32, "G": 1, "stages": 1, "warps": 1, "IMPLICIT": 1}
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)([x, w])[0]
     _compare(got, want)
 
 

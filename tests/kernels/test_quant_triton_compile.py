@@ -22,7 +22,12 @@ TARGET = GPUTarget("cuda", 90, 32)
 report = {}
 ints = "M N K s_am s_ak s_bn s_bk s_rm s_rn s_cm s_cn x_zp".split()
 floats = "alpha beta mid_scale mid_zp mid_lo mid_hi res_scale res_zp y_scale y_zp y_lo y_hi".split()
+conv_ints = "pad H W CIN OW OHW KW sh sw ph pw dh dw sxn sxh sxw sxc".split()
 cases = [  # name, A/B type, residual type, output type, constexprs
+    ("int8_conv", "*u8", "*i8", "*i8", dict(CONV=True, SHIFT=True, FP8=False, HAS_ZP=True, RES=2, MID=1, OUT=1,
+                                           ACT="Relu", RES_FIRST=True)),
+    ("fp8_conv", "*fp8e4nv", "*fp32", "*fp8e4nv", dict(CONV=True, SHIFT=False, FP8=True, HAS_ZP=False, RES=0, MID=0,
+                                                     OUT=2, ACT="none", RES_FIRST=True)),
     ("int8_q", "*i8", "*i8", "*i8", dict(FP8=False, HAS_ZP=True, RES=2, MID=1, OUT=1, ACT="Relu", RES_FIRST=True)),
     ("uint8_out", "*i8", "*fp32", "*u8", dict(FP8=False, HAS_ZP=False, RES=1, MID=0, OUT=1, ACT="Clip", RES_FIRST=True)),
     ("int8_float", "*i8", "*fp16", "*fp16", dict(FP8=False, HAS_ZP=True, RES=0, MID=0, OUT=0, ACT="Gelu", RES_FIRST=False)),
@@ -31,9 +36,10 @@ cases = [  # name, A/B type, residual type, output type, constexprs
 ]
 for i, (name, ab, rt, ct, consts) in enumerate(cases):
     cfg = T.CONFIGS[i % len(T.CONFIGS)]
-    sig = {"A": ab, "B": ab, "Wsum": "*i32", "Mult": "*fp32", "Bias": "*fp32", "Post": "*fp32", "R": rt, "C": ct,
-           **{n: "i32" for n in ints}, **{n: "fp32" for n in floats}}
-    consts = {**consts, "PER_CHANNEL": True, "HAS_BIAS": True, "HAS_POST": name == "int8_q",
+    sig = {"A": ab, "B": "*i8" if ab == "*u8" else ab, "Wsum": "*i32", "Mult": "*fp32", "Bias": "*fp32", "Post": "*fp32", "R": rt, "C": ct,
+           **{n: "i32" for n in ints}, **{n: "fp32" for n in floats}, **{n: "i32" for n in conv_ints}}
+    consts = {"CONV": False, "SHIFT": False, **consts, "PER_CHANNEL": True, "HAS_BIAS": True,
+              "HAS_POST": name == "int8_q",
               "BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "G": cfg["G"]}
     sig.update({c: "constexpr" for c in consts})
     src = ASTSource(fn=T._qgemm_kernel, signature=sig, constexprs=consts)
@@ -52,7 +58,7 @@ def test_quantized_gemm_compiles_for_sm90():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
-    assert len(report) == 5 and all(r["cubin"] > 0 for r in report.values())
-    assert report["int8_q"]["int_mma"] and report["uint8_out"]["int_mma"]
-    assert report["fp8_q"]["fp8_mma"] and report["fp8_float"]["fp8_mma"]
+    assert len(report) == 7 and all(r["cubin"] > 0 for r in report.values())
+    assert report["int8_q"]["int_mma"] and report["uint8_out"]["int_mma"] and report["int8_conv"]["int_mma"]
+    assert report["fp8_q"]["fp8_mma"] and report["fp8_float"]["fp8_mma"] and report["fp8_conv"]["fp8_mma"]
     assert report["int8_q"]["fma"] == 0          # no contraction: the epilogue rounds like the reference
