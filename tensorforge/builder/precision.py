@@ -163,15 +163,20 @@ def _fix_inputs(net: Network, dtypes: dict[str, torch.dtype], point: dict, max_f
     for _ in range(64):
         env = propagate(net, point, max_fold)
         pending: list[tuple[Layer, int, torch.dtype]] = []
+        dirty: set[str] = set()      # outputs whose dtype changes with this round's casts: judged next round
         for layer in net.layers:
+            if any(i in dirty for i in layer.inputs if i):
+                dirty.update(o for o in layer.outputs if o)
+                continue
             p = dtypes.get(layer.name)
             floats = [k for k in _castable_inputs(layer) if _float(env.get(layer.inputs[k]))]
             if p is None:        # a layer with no float output (compare, ArgMax, ...): only unify mixed inputs
                 kinds = {env[layer.inputs[k]].dtype for k in floats}
                 p = torch.float32 if len(kinds) > 1 else None
-            for k in floats if p is not None else []:
-                if env[layer.inputs[k]].dtype != p:
-                    pending.append((layer, k, p))
+            fixes = [k for k in (floats if p is not None else []) if env[layer.inputs[k]].dtype != p]
+            pending.extend((layer, k, p) for k in fixes)
+            if fixes:
+                dirty.update(o for o in layer.outputs if o)
         if not pending:
             return env
         for layer, k, p in pending:

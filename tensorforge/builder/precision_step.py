@@ -93,7 +93,7 @@ def convert(net: Network, config, points: list[dict], output_dtypes: dict, state
                          {n: [TYPES[t] if t in _FLOAT else None for t in ts] for n, ts in outs.items()})
     for name, ts in outs.items():
         for t in ts:
-            if t not in _FLOAT:
+            if t is not None and t not in _FLOAT:
                 state.unmet.append((name, f"output type {t} is not produced by tensorforge layers (float types only)"))
     if default == torch.float32 and not plan.layers and not plan.outputs:
         return

@@ -50,9 +50,22 @@ def test_kl_divergence_of_each_candidate_by_hand():
     expect = {2: _kl([4, 3], [4, 2]), 3: _kl([4, 2, 1], [4, 1, 1]), 4: _kl([4, 2, 0, 1], [3, 3, 0, 1])}
     for i, d in expect.items():
         assert kl_divergence(hist, i, 2) == pytest.approx(d, rel=1e-12)
-    assert min(expect, key=expect.get) == 2
-    assert entropy_amax(hist, 1.0, levels=2, version=2) == 2.0           # i·w for EntropyCalibration2
-    assert entropy_amax(hist, 1.0, levels=2, version=1) == 2.5           # (i + ½)·w for EntropyCalibration
+
+
+def test_entropy_threshold_by_hand():
+    # bin 0 is first replaced by bin 1's count: [9, 2, 0, 1] → [2, 2, 0, 1]; total 5; clipping is capped at 1 %,
+    # so only i=4 would qualify — allow all clipping here (max_clipped=1) to compare the three candidates:
+    # i=2: P=[2,3] Q=[2,2];  i=3: P=[2,2,1] Q=[2,1,1];  i=4: P=[2,2,0,1] Q=[2,2,0,1] (D=0)
+    hist = np.array([9.0, 2.0, 0.0, 1.0])
+    d = {2: _kl([2, 3], [2, 2]), 3: _kl([2, 2, 1], [2, 1, 1]), 4: 0.0}
+    assert min(d, key=d.get) == 4
+    assert entropy_amax(hist, 1.0, levels=2, version=2, max_clipped=1.0) == 4.0
+    assert entropy_amax(hist, 1.0, levels=2, version=1, max_clipped=1.0) == 4.5
+    # without bin 0's replacement the spike would dominate: [9,2,0,1] at i=2 has P=[9,3], Q=[9,2], D > 0 still,
+    # and i=3: P=[9,2,1] Q=[9,1,1]; the divergences differ from the replaced histogram's
+    assert kl_divergence(np.array([2.0, 2.0, 0.0, 1.0]), 3, 2) == pytest.approx(d[3], rel=1e-12)
+    hist2 = np.array([1.0, 1.0, 1.0, 2.0, 4.0, 0.0, 0.0, 0.0])   # i=4 clips 4/9 > 1 %: only i ≥ 5 are candidates
+    assert entropy_amax(hist2, 1.0, levels=4) >= 5.0
 
 
 def test_entropy_clips_rare_outliers_of_a_gaussian():

@@ -8,12 +8,15 @@
 
 Modules: enums.py (TensorRT's enums), tensors.py (Weights, Dims, ITensor), layers.py + layers_tensor.py + network.py (the
 layer-by-layer NetworkDefinition), parser.py (OnnxParser) and capability.py (what cannot be imported, why),
-builder.py (Builder, IBuilderConfig, IOptimizationProfile, ITimingCache), runtime.py (Runtime, ICudaEngine,
+builder.py (Builder, IBuilderConfig, IOptimizationProfile, ITimingCache), calibrator.py (the IInt8*Calibrator
+classes), runtime.py (Runtime, ICudaEngine,
 IExecutionContext). docs/migrating-from-tensorrt.md lists what maps one to one and what differs.
 """
 
 from ...util.log import Logger
 from .builder import Builder, IBuilderConfig, IHostMemory, IOptimizationProfile, ITimingCache
+from .calibrator import (CalibrationAlgoType, IInt8Calibrator, IInt8EntropyCalibrator, IInt8EntropyCalibrator2,
+                         IInt8LegacyCalibrator, IInt8MinMaxCalibrator)
 from .capability import CapabilityReport, NodeReport, capability_report
 from .enums import (ActivationType, BuilderFlag, DataType, ElementWiseOperation, ErrorCode, LayerType, MatrixOperation,
                     MemoryPoolType, NetworkDefinitionCreationFlag, PaddingMode, PoolingType, ProfilingVerbosity,
@@ -49,7 +52,8 @@ def init_libnvinfer_plugins(logger=None, namespace: str = "") -> bool:
 
 
 __all__ = [
-    "ActivationType", "Builder", "BuilderFlag", "DataType", "Dims", "Dims2",
+    "ActivationType", "Builder", "BuilderFlag", "CalibrationAlgoType", "IInt8Calibrator", "IInt8EntropyCalibrator",
+    "IInt8EntropyCalibrator2", "IInt8LegacyCalibrator", "IInt8MinMaxCalibrator", "DataType", "Dims", "Dims2",
     "Dims3", "Dims4", "DimsHW", "ElementWiseOperation", "ErrorCode", "IActivationLayer", "IBuilder", "IBuilderConfig",
     "IConcatenationLayer", "IConstantLayer", "IConvolutionLayer", "ICudaEngine", "IElementWiseLayer",
     "IExecutionContext", "IHostMemory", "IIdentityLayer", "ILayer", "ILogger", "IMatrixMultiplyLayer",

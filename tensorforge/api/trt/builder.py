@@ -9,9 +9,12 @@
     plan = builder.build_serialized_network(network, config)      # IHostMemory: bytes of the engine file
 
 Thin wrappers over builder.BuilderConfig / build_engine / engine.to_bytes. Flags with no tensorforge meaning
-yet (INT8, FP8, INT4, SPARSE_WEIGHTS, REFIT, ...) are refused when set, with the reason, never ignored.
+yet (INT4, REFIT, ...) are refused when set, with the reason, never ignored. INT8/FP8 take their ranges from
+`config.int8_calibrator` (calibrator.py), ITensor.set_dynamic_range, or placeholders (speed runs, a warning).
 Unlike TensorRT, a failed build raises a TensorforgeError saying why instead of returning None.
 """
+
+from dataclasses import replace
 
 from ...builder import BuilderConfig, OptimizationProfile, build_engine
 from ...builder.timing_cache import TimingCache
@@ -19,19 +22,15 @@ from ...engine import to_bytes
 from ...util.device import resolve_device
 from ...util.errors import UsageError
 from ...util.log import Logger, get_logger
+from .calibrator import as_source
 from .enums import BuilderFlag, MemoryPoolType, NetworkDefinitionCreationFlag, ProfilingVerbosity
 from .network import NetworkDefinition
 from .tensors import Dims
 
 _REFUSED = {
-    BuilderFlag.INT8: "INT8 calibration and quantized kernels are not implemented",
-    BuilderFlag.FP8: "FP8 kernels are not implemented",
     BuilderFlag.INT4: "INT4 weight-only quantization is not implemented",
-    BuilderFlag.SPARSE_WEIGHTS: "structured-sparsity kernels are not implemented",
     BuilderFlag.REFIT: "engines cannot be refitted yet (rebuild instead)",
     BuilderFlag.REFIT_IDENTICAL: "engines cannot be refitted yet (rebuild instead)",
-    BuilderFlag.OBEY_PRECISION_CONSTRAINTS: "per-layer precision constraints are not implemented",
-    BuilderFlag.PREFER_PRECISION_CONSTRAINTS: "per-layer precision constraints are not implemented",
     BuilderFlag.SAFETY_SCOPE: "there is no safety runtime",
     BuilderFlag.WEIGHT_STREAMING: "weight streaming is not implemented",
     BuilderFlag.STRIP_PLAN: "weight-stripped plans are not implemented",
@@ -104,6 +103,8 @@ class IBuilderConfig:
         self.profiling_verbosity = ProfilingVerbosity.LAYER_NAMES_ONLY
         self.avg_timing_iterations = 1
         self.default_device_type = None
+        self.int8_calibrator = None
+        self._calibration_profile = None
 
     # ---- flags ---------------------------------------------------------------------------------
     @property
@@ -138,6 +139,18 @@ class IBuilderConfig:
         c.fp16, c.bf16 = self.get_flag(BuilderFlag.FP16), self.get_flag(BuilderFlag.BF16)
         c.tf32 = self.get_flag(BuilderFlag.TF32)
         c.use_timing_cache = not self.get_flag(BuilderFlag.DISABLE_TIMING_CACHE)
+        c.int8, c.fp8 = self.get_flag(BuilderFlag.INT8), self.get_flag(BuilderFlag.FP8)
+        c.sparsity = "enable" if self.get_flag(BuilderFlag.SPARSE_WEIGHTS) else "disable"
+        c.precision_constraints = ("obey" if self.get_flag(BuilderFlag.OBEY_PRECISION_CONSTRAINTS) else
+                                   "prefer" if self.get_flag(BuilderFlag.PREFER_PRECISION_CONSTRAINTS) else "none")
+
+    # ---- calibration -----------------------------------------------------------------------------
+    def set_calibration_profile(self, profile: OptimizationProfile) -> bool:
+        self._calibration_profile = profile
+        return True
+
+    def get_calibration_profile(self):
+        return self._calibration_profile
 
     # ---- memory, level, profiles, timing cache ---------------------------------------------------
     def set_memory_pool_limit(self, pool: MemoryPoolType, pool_size: int) -> None:
@@ -229,6 +242,15 @@ class Builder:
         if strongly and (config.config.fp16 or config.config.bf16):
             raise UsageError("a STRONGLY_TYPED network takes its types from the network; FP16/BF16 flags conflict",
                              "clear BuilderFlag.FP16/BF16 or create the network without STRONGLY_TYPED")
-        engine = build_engine(network.to_ir(), config.config)
+        net = network.to_ir()
+        settings = replace(config.config, strongly_typed=strongly,
+                           layer_precisions=list(config.config.layer_precisions) + network._precision_entries(),
+                           layer_output_types=list(config.config.layer_output_types) + network._output_type_entries(),
+                           dynamic_ranges={**config.config.dynamic_ranges, **network._dynamic_ranges})
+        if config.int8_calibrator is not None and (settings.int8 or settings.fp8):
+            profile = config.get_calibration_profile() or (settings.profiles[0] if settings.profiles else None)
+            settings.calibration = as_source(config.int8_calibrator, net, profile)
+            settings.calibration_profile = profile
+        engine = build_engine(net, settings)
         self.logger.info(f"built engine {engine.name!r}: {len(engine.layers)} layers")
         return IHostMemory(to_bytes(engine))

@@ -29,11 +29,58 @@ def _param(name: str, convert=None):
     return property(get, set_)
 
 
+_SPEC_TYPE = {"fp32": DataType.FLOAT, "fp16": DataType.HALF, "bf16": DataType.BF16, "int8": DataType.INT8,
+              "fp8": DataType.FP8}
+
+
+def _spec_of(dtype, what: str) -> str:
+    for spec, dt in _SPEC_TYPE.items():
+        if DataType(dtype) is dt:
+            return spec
+    raise UsageError(f"{what}: {DataType(dtype)} is not a compute precision", "use trt.float32, float16, bfloat16, int8 or fp8")
+
+
 def _bits(mask: int) -> list[int]:
     return [i for i in range(32) if int(mask) >> i & 1]
 
 
-class ILayer:
+class PrecisionControls:
+    """layer.precision / set_output_type: constraints the builder applies (BuilderFlag.*_PRECISION_CONSTRAINTS)."""
+
+    @property
+    def precision(self) -> DataType:
+        spec = getattr(self, "_precision_spec", None)
+        return _SPEC_TYPE[spec] if spec else DataType.FLOAT
+
+    @precision.setter
+    def precision(self, dtype) -> None:
+        self._precision_spec = _spec_of(dtype, f"layer {self.name!r}: precision")
+
+    def reset_precision(self) -> None:
+        self._precision_spec = None
+
+    def set_output_type(self, index: int, dtype) -> None:
+        if not 0 <= int(index) < self.num_outputs:
+            raise UsageError(f"layer {self.name!r} has no output {index}", f"use 0 … {self.num_outputs - 1}")
+        if getattr(self, "_output_specs", None) is None:
+            self._output_specs = {}
+        self._output_specs[int(index)] = _spec_of(dtype, f"layer {self.name!r}: output type")
+
+    def reset_output_type(self, index: int) -> None:
+        getattr(self, "_output_specs", None) and self._output_specs.pop(int(index), None)
+
+    def get_output_type(self, index: int) -> DataType:
+        spec = (getattr(self, "_output_specs", None) or {}).get(int(index))
+        return _SPEC_TYPE[spec] if spec else self.get_output(index).dtype
+
+    def precision_is_set(self) -> bool:
+        return bool(getattr(self, "_precision_spec", None))
+
+    def output_type_is_set(self, index: int) -> bool:
+        return int(index) in (getattr(self, "_output_specs", None) or {})
+
+
+class ILayer(PrecisionControls):
     _layer_type = LayerType.OTHER
     _kind = "Layer"
 
@@ -80,22 +127,6 @@ class ILayer:
             self._inputs.append(None)
         self._inputs[index] = tensor
         self._network._relower(self)
-
-    def _refuse_precision(self, *_):
-        raise UsageError(f"layer {self._name!r}: per-layer precision is not supported yet",
-                         "set BuilderFlag.FP16/BF16 on the config for the whole network")
-
-    precision = property(lambda self: DataType.FLOAT, _refuse_precision)
-    set_output_type = _refuse_precision
-
-    def get_output_type(self, index: int) -> DataType:
-        return self._outputs[index].dtype
-
-    def precision_is_set(self) -> bool:
-        return False
-
-    def output_type_is_set(self, index: int) -> bool:
-        return False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._name!r})"
@@ -296,7 +327,7 @@ class IPoolingLayer(ILayer):
             em.add("Add", [mx, av], out=out)
 
 
-class ParsedLayer:
+class ParsedLayer(PrecisionControls):
     """A layer the ONNX parser created: read-only view of one IR layer (its `op` is the IR op name)."""
 
     type = LayerType.OTHER

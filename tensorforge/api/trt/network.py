@@ -69,6 +69,7 @@ class NetworkDefinition:
         self._layers: list = []
         self._cache: dict[str, TensorInfo] | None = None
         self._lowering_at: int | None = None
+        self._ranges: dict[str, tuple[float, float]] = {}        # ITensor.set_dynamic_range: name → (min, max)
 
     # ---- properties TensorRT scripts read ------------------------------------------------------
     @property
@@ -205,6 +206,22 @@ class NetworkDefinition:
         if not self._net.outputs:
             raise UsageError(f"network {self.name!r} has no outputs", "call network.mark_output(tensor)")
         return self._net.copy()
+
+    # ---- precision settings the builder reads (layer.precision, set_output_type, set_dynamic_range) -------
+    @property
+    def _dynamic_ranges(self) -> dict[str, float]:
+        return {n: max(abs(lo), abs(hi)) for n, (lo, hi) in self._ranges.items()}
+
+    def _precision_entries(self) -> list[tuple[str, str]]:
+        return [(la.name, la._precision_spec) for la in self._layers if getattr(la, "_precision_spec", None)]
+
+    def _output_type_entries(self) -> list[tuple[str, list]]:
+        out = []
+        for la in self._layers:
+            types = getattr(la, "_output_specs", None)
+            if types:
+                out.append((la.name, [types.get(i) for i in range(max(types) + 1)]))
+        return out
 
     # ---- internals used by layers, tensors and the parser ----------------------------------------
     def _own(self, tensor) -> str:

@@ -124,5 +124,20 @@ class ITensor:
     def is_shape_tensor(self) -> bool:
         return False
 
+    # ---- INT8 dynamic range (symmetric: the builder quantizes with amax = max(|min|, |max|)) ----------------
+    def set_dynamic_range(self, min: float, max: float) -> bool:  # noqa: A002 - TensorRT's names
+        if not float(min) <= float(max):
+            raise UsageError(f"tensor {self._name!r}: dynamic range min {min} > max {max}", "give min <= max")
+        self._network._ranges[self._name] = (float(min), float(max))
+        return True
+
+    def reset_dynamic_range(self) -> None:
+        self._network._ranges.pop(self._name, None)
+
+    @property
+    def dynamic_range(self):
+        """(min, max) set by set_dynamic_range, else None."""
+        return self._network._ranges.get(self._name)
+
     def __repr__(self) -> str:
         return f"ITensor({self._name!r})"

@@ -11,7 +11,10 @@ The scale written to the calibration cache is amax / 127 for INT8 (amax / 448 fo
                groups (group j = bins [⌊j·i/levels⌋, ⌊(j+1)·i/levels⌋)), each group's sum spread evenly over
                the bins of the group where P is non-zero; D(i) = Σ p·ln(p/q) over p > 0 of the normalised P, Q
                (a q of 0 where p > 0 is smoothed to ε = 1e-4 of the smallest non-zero q, renormalised).
-               amax = i·w for the *last* i of minimal D (the widest range among equal divergences). When
+               amax = i·w for the *last* i of minimal D (the widest range among equal divergences). Two guards:
+               bin 0 counts as bin 1 does (the spike of exact zeros after a ReLU says nothing about the range),
+               and a candidate that would clip more than 1 % of the values is not one (with few samples, P and Q
+               both collapse into the last kept bin and D reads 0 at absurdly small ranges). When
                every value lies in the first `levels` bins nothing is clipped: amax = upper edge of the last
                non-empty bin (both versions).
 - entropy:     EntropyCalibration (v1): the same divergence, amax = (i + ½)·w for the *first* minimal i.
@@ -23,6 +26,7 @@ import math
 import numpy as np
 
 INT8_LEVELS = 128
+MAX_CLIPPED = 0.01          # a candidate may clip at most this share of the values
 ALGORITHMS = ("entropy2", "entropy", "minmax", "percentile", "legacy")
 
 
@@ -73,15 +77,22 @@ def kl_divergence(hist: np.ndarray, i: int, levels: int) -> float:
     return float(np.sum(p[nonzero] * np.log(p[nonzero] / q[nonzero])))
 
 
-def entropy_amax(hist: np.ndarray, width: float, levels: int = INT8_LEVELS, version: int = 2) -> float:
+def entropy_amax(hist: np.ndarray, width: float, levels: int = INT8_LEVELS, version: int = 2,
+                 max_clipped: float = MAX_CLIPPED) -> float:
     """The KL-minimising clipping threshold; version 2 = EntropyCalibration2, 1 = EntropyCalibration."""
+    hist = np.asarray(hist, np.float64).copy()
     n = len(hist)
     if hist.sum() == 0:
         return 0.0
     last_nonzero = int(np.nonzero(hist)[0][-1]) + 1
     if last_nonzero <= levels:           # every value fits in `levels` bins: nothing to clip
         return float(last_nonzero) * width
-    divergences = [(i, kl_divergence(hist, i, levels)) for i in range(levels, n + 1)]
+    if n > 1:
+        hist[0] = hist[1]                # the spike of exact zeros (ReLU outputs) says nothing about the range
+    total = hist.sum()
+    tail = total - np.cumsum(hist)       # tail[i-1] = mass above the first i bins
+    candidates = [i for i in range(levels, n + 1) if tail[i - 1] <= max_clipped * total]
+    divergences = [(i, kl_divergence(hist, i, levels)) for i in candidates]
     best = min(d for _, d in divergences)
     ties = [i for i, d in divergences if d <= best + 1e-12]
     if version == 2:
