@@ -205,6 +205,10 @@ def main(argv=None) -> int:
         print(f"bench/run.py: {e}", file=sys.stderr)
         return 2
     args.precision_batches_for = lambda m: _ints(args.precision_batches) + args.extra.get(m, [])
+    if not args.keep_caches and not args.plan:   # cold builds and compile times: new on-disk kernel caches, set
+        fresh = tempfile.mkdtemp(prefix="tf-bench-caches-")       # before torch/triton are imported
+        os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(fresh, "triton"))
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(fresh, "inductor"))
     problem = check_args(args)
     if problem:
         print(f"bench/run.py: {problem}", file=sys.stderr)
@@ -213,10 +217,6 @@ def main(argv=None) -> int:
     print_plan(cases, args.budget_s)
     if args.plan:
         return 0
-    if not args.keep_caches:            # cold builds and compile times: new on-disk kernel caches for this run
-        fresh = tempfile.mkdtemp(prefix="tf-bench-caches-")
-        os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(fresh, "triton"))
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(fresh, "inductor"))
     import torch
     if args.device == "cuda" and not torch.cuda.is_available():
         print("bench/run.py: no CUDA GPU here; run with --device cpu (or bench/cpu.py for the CPU table)",

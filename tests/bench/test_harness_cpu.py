@@ -15,7 +15,7 @@ run = pytest.importorskip("run")
 
 BASE = ["--device", "cpu", "--models", "tiny_cnn", "--batches", "1,2", "--peers", "eager", "--iters", "3",
         "--warmup", "1", "--precision-batches", "2", "--precision-extra", "", "--best-batches", "2",
-        "--dynamic-models", "tiny_cnn", "--ort-threads", "1", "--label", "smoke"]
+        "--dynamic-models", "tiny_cnn", "--ort-threads", "1", "--keep-caches", "--label", "smoke"]
 
 
 @pytest.fixture(scope="module")
