@@ -17,9 +17,11 @@ COMMANDS = {
     "convert": ("tensorforge.cli.convert_cmd", "ONNX → engine with onnx2trt's flags"),
     "inspect": ("tensorforge.cli.inspect_cmd", "show an ONNX model, engine or timing cache"),
     "compare": ("tensorforge.cli.compare_cmd", "run several runners on the same inputs and compare outputs"),
+    "serve": ("tensorforge.cli.serve_cmd", "serve engines over KServe v2 HTTP/gRPC with Ray Serve"),
+    "export-triton": ("tensorforge.cli.export_triton_cmd", "write a Triton model repository for an engine"),
 }
 
-USAGE = "usage: tensorforge {exec,convert,inspect,compare} [options]   (tensorforge COMMAND --help for details)"
+USAGE = "usage: tensorforge {exec,convert,inspect,compare,serve,export-triton} [options]   (tensorforge COMMAND --help for details)"
 
 
 def _verbose(argv) -> bool:

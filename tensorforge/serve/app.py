@@ -30,6 +30,7 @@ class AppSpec:
     max_ongoing_requests: int = 64          # per replica; more wait in the router queue
     max_queued_requests: int = 256          # beyond this the router sheds (HTTP 503)
     device: str | None = None
+    load_retries: int = 3                   # replica starts that may fail before the application is failed
     extra: dict = field(default_factory=dict)
 
     @property
@@ -57,7 +58,8 @@ def deployment_options(spec: AppSpec, engine_path: str) -> dict:
             "ray_actor_options": {"num_gpus": spec.gpus_per_replica, "num_cpus": spec.cpus_per_replica},
             "user_config": {"engine": engine_path, "name": spec.app_name, "max_batch_size": spec.max_batch_size,
                             "batch_wait_ms": spec.batch_wait_ms, "device": spec.device},
-            "health_check_period_s": 2, "graceful_shutdown_timeout_s": 2}
+            "health_check_period_s": 2, "graceful_shutdown_timeout_s": 2,
+            "max_constructor_retry_count": spec.load_retries}
     if spec.replicas == "auto":
         opts["autoscaling_config"] = {"min_replicas": 1, "max_replicas": spec.max_replicas,
                                       "target_ongoing_requests": max(2, spec.max_ongoing_requests // 2)}
@@ -72,7 +74,21 @@ def build_application(spec: AppSpec, server_routes: bool = False):
 
     from .deployment import ModelServer
     opts = deployment_options(spec, os.path.abspath(spec.engine))
-    return serve.deployment(ModelServer).options(**opts).bind(server_routes)
+    # A stable code version (Serve's own is random per serve.run): a redeploy that changes only user_config (the
+    # engine path, batch settings) then calls `reconfigure` on the running replicas instead of replacing them.
+    # `version` is accepted by Ray 2.60 only with _internal=True (requirements pin ray).
+    return serve.deployment(ModelServer).options(**opts, version=code_version(), _internal=True).bind(server_routes)
+
+
+def code_version() -> str:
+    import hashlib
+
+    from ..version import __version__
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in ("deployment.py", "model.py", "protocol.py", "grpc_codec.py"):
+        digest.update((here / name).read_bytes())
+    return f"{__version__}-{digest.hexdigest()[:12]}"
 
 
 def app_builder(args: dict):

@@ -76,11 +76,13 @@ class EngineModel:
                         for t in eng.outputs]
         self._dtypes = {t.name: t.dtype for t in eng.inputs}
         self.profile_max_batch, self.min_batch = self._batch_range(prof)
-        if max_batch_size is not None and self.profile_max_batch and not 1 <= max_batch_size <= self.profile_max_batch:
+        if max_batch_size and self.profile_max_batch and not 1 <= max_batch_size <= self.profile_max_batch:
             raise EngineLoadError(f"--max-batch-size {max_batch_size} is outside the engine's batch range "
                                   f"{self.min_batch}..{self.profile_max_batch}",
                                   "give a size inside the profile, or rebuild with a larger --maxShapes batch")
-        self.max_batch_size = min(max_batch_size or self.profile_max_batch, self.profile_max_batch)
+        # 0: no batching (each request runs as sent); None: the profile's maximum
+        self.max_batch_size = 0 if max_batch_size == 0 else min(max_batch_size or self.profile_max_batch,
+                                                                self.profile_max_batch)
         n = contexts or (2 if self.device.type == "cuda" else 1)
         first = ExecutionContext(eng, self.device, stream=self._stream())
         self._pool: queue.Queue = queue.Queue()
