@@ -115,7 +115,7 @@ def finish(config, state: PrecisionState) -> dict:
             raise BuildError(f"precision constraint on layer {name!r} cannot be met: {why}",
                              "change --layerPrecisions/--layerOutputTypes for it, or use --precisionConstraints=prefer")
         if config.precision_constraints == "prefer":
-            log.warn(f"precision constraint on layer {name!r} is not met ({why}); building on (prefer)")
+            log.warning(f"precision constraint on layer {name!r} is not met ({why}); building on (prefer)")
     info = {}
     if state.quant is not None:
         info["quantization"] = {"kind": state.quant.kind, "ranges": state.quant.origin,

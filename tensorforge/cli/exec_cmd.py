@@ -23,13 +23,14 @@ from ..util.errors import ShapeError, UsageError
 from ..util.fileio import read_bytes
 from ..util.log import Severity, get_logger
 from ..version import __version__
-from . import io_files, perf_report
+from . import exec_precision, io_files, perf_report
 from .exec_runtime import after_benchmark, describe_context, report_layer_info
 from .inference_bench import benchmark, make_runner
 from .shapes_arg import check_in_profiles, format_shape
 from .trtexec_flags import FLAGS, ExecOptions, help_text, parse_argv
 
-_BUILD_ONLY = ("--minShapes", "--optShapes", "--maxShapes", "--fp16", "--bf16", "--builderOptimizationLevel")
+_BUILD_ONLY = ("--minShapes", "--optShapes", "--maxShapes", "--fp16", "--bf16", "--builderOptimizationLevel",
+               *exec_precision.FLAGS)
 _RUN_ONLY = [f.name for f in FLAGS.values() if not f.refused and
              (f.section == "Inference" and f.name != "--shapes" or f.section == "Reporting" and
               f.name not in ("--verbose", "--dumpLayerInfo", "--exportLayerInfo"))]
@@ -144,6 +145,7 @@ def _check(opts: ExecOptions) -> None:
                 odd = sorted(ns ^ names[1])[0]
                 raise UsageError(f"input {odd!r} is in only one of {flag} and --optShapes",
                                  "give every dynamic input in all three")
+    exec_precision.check(opts)
     if opts.skip_inference:
         for name in _RUN_ONLY:
             if name in opts.given:
@@ -196,6 +198,7 @@ def _build(opts, profiles, device, log):
                            optimization_level=opts.optimization_level, device=str(device),
                            timing_cache_path=opts.timing_cache_file, use_timing_cache=opts.use_timing_cache,
                            workspace_bytes=opts.workspace_bytes)
+    exec_precision.apply(opts, config, log)
     t0 = time.perf_counter()
     with BuildProgress(log) as progress:
         built = build_engine(network, config, progress=progress)

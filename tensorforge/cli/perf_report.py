@@ -159,7 +159,9 @@ def option_lines(opts, profiles) -> list[str]:
     info(f"Format: {'ONNX' if opts.onnx else '*'}")
     info(f"Model: {opts.onnx or ''}")
     info("=== Build Options ===")
-    info("Precision: FP32" + ("+FP16" if opts.fp16 else "") + ("+BF16" if opts.bf16 else ""))
+    info("Precision: FP32" + ("+FP16" if opts.fp16 or getattr(opts, "best", False) else "") + ("+BF16" if opts.bf16 else "")
+         + ("+INT8" if getattr(opts, "int8", False) or getattr(opts, "best", False) else "")
+         + ("+FP8" if getattr(opts, "fp8", False) else "") + (" (strongly typed)" if getattr(opts, "strongly_typed", False) else ""))
     info(f"TF32: {onoff[opts.tf32]}")
     info(f"Builder optimization level: {opts.optimization_level}")
     if not profiles:

@@ -40,6 +40,20 @@ class ExecOptions:
     fp16: bool = False
     bf16: bool = False
     tf32: bool = True
+    int8: bool = False                           # precision fields: docs/precision.md
+    fp8: bool = False
+    best: bool = False
+    strongly_typed: bool = False
+    precision_constraints: str = "none"
+    layer_precisions: list = field(default_factory=list)
+    layer_output_types: list = field(default_factory=list)
+    sparsity: str = "disable"
+    calib: str | None = None
+    calib_data: list = field(default_factory=list)
+    calib_algo: str = "entropy2"
+    min_shapes_calib: dict = field(default_factory=dict)
+    opt_shapes_calib: dict = field(default_factory=dict)
+    max_shapes_calib: dict = field(default_factory=dict)
     optimization_level: int = 3
     skip_inference: bool = False
     shapes: dict = field(default_factory=dict)
@@ -148,6 +162,36 @@ CONVERTERS: dict[str, Callable[[str, str], Any]] = {
 }
 
 
+def _choice(*options: str) -> Callable[[str, str], str]:
+    def conv(text: str, flag: str) -> str:
+        if text not in options:
+            raise UsageError(f"{flag} takes one of {', '.join(options)}, got {text!r}", f"write {flag}={options[0]}")
+        return text
+    return conv
+
+
+def _precisions(text: str, flag: str):
+    from ..builder.precision_spec import parse_precisions
+    return parse_precisions(text, flag)
+
+
+def _output_types(text: str, flag: str):
+    from ..builder.precision_spec import parse_output_types
+    return parse_output_types(text, flag)
+
+
+def _paths(text: str, flag: str) -> list[str]:
+    parts = [p for p in text.split(",") if p]
+    if not parts:
+        raise UsageError(f"{flag} needs a folder or files", f"write {flag}=calib/ or {flag}=a.npz,b.npz")
+    return parts
+
+
+CONVERTERS.update({"precisions": _precisions, "output_types": _output_types, "paths": _paths,
+                   "constraints": _choice("none", "prefer", "obey"), "sparsity": _choice("disable", "enable", "force"),
+                   "calib_algo": _choice("entropy2", "entropy", "minmax", "percentile", "legacy")})
+
+
 # ---- the table ------------------------------------------------------------------------------------------
 def use(name, section, fld, help, value=None, convert="str", const=True, repeat=False) -> Flag:  # noqa: A002
     return Flag(name, section, help, fld, value, convert, const, repeat=repeat)
@@ -157,9 +201,7 @@ def refuse(name, section, why, value=None) -> Flag:
     return Flag(name, section, why, value=value, refused=why)
 
 
-_INT8 = "INT8 builds (calibration, INT8 tactics) are not implemented"
-_LOWP = "FP8/INT4 tactics are not implemented"
-_PREC = "per-layer precision control is not implemented; --fp16/--bf16 apply to every float layer"
+_LOWP = "INT4 weight-only quantization is not implemented"
 _CACHE = "not implemented: a timing-cache miss times the layer and records it"
 _INFO = ("not implemented: layer information always has every detail (--dumpLayerInfo, --exportLayerInfo); "
          "`tensorforge inspect model.engine` shows profiles and layers")
@@ -190,14 +232,30 @@ _ROWS = [
     use("--loadEngine", "Build", "load_engine", "load an engine file instead of building", "<file>"),
     use("--skipInference", "Build", "skip_inference", "build (and save) the engine, then exit"),
     use("--buildOnly", "Build", "skip_inference", "alias of --skipInference"),
-    refuse("--int8", "Build", _INT8), refuse("--calib", "Build", _INT8, "<file>"),
-    *(refuse(n, "Build", _INT8, "spec") for n in ("--minShapesCalib", "--optShapesCalib", "--maxShapesCalib")),
-    refuse("--fp8", "Build", _LOWP), refuse("--int4", "Build", _LOWP),
-    refuse("--best", "Build", "it enables INT8 and FP8, which are not implemented; use --fp16 or --bf16"),
-    refuse("--stronglyTyped", "Build", "strongly typed networks are not implemented; the builder converts float "
-           "layers globally with --fp16/--bf16"),
-    refuse("--precisionConstraints", "Build", _PREC, "spec"), refuse("--layerPrecisions", "Build", _PREC, "spec"),
-    refuse("--layerOutputTypes", "Build", _PREC, "spec"), refuse("--layerDeviceTypes", "Build", _DLA, "spec"),
+    use("--int8", "Build", "int8", "INT8 Conv/Gemm/MatMul from calibrated ranges (--calib/--calibData; without "
+        "them placeholder ranges, for speed only)"),
+    use("--fp8", "Build", "fp8", "FP8 E4M3 Conv/Gemm/MatMul from calibrated ranges (amax/448)"),
+    use("--best", "Build", "best", "every precision allowed: FP16 everywhere, INT8 where calibrated ranges exist"),
+    use("--calib", "Build", "calib", "calibration cache (TensorRT's text format): read when it exists, else "
+        "written after calibrating from --calibData", "<file>"),
+    use("--calibData", "Build", "calib_data", "calibrate from these inputs: a folder of .npz (one array per input) "
+        "/ .npy (the only input) files, or files separated by commas (tensorforge's own flag)", "<dir|files>",
+        "paths"),
+    use("--calibAlgo", "Build", "calib_algo", "entropy2 (default, EntropyCalibration2) | entropy | minmax | "
+        "percentile | legacy (tensorforge's own flag)", "algo", "calib_algo"),
+    use("--minShapesCalib", "Build", "min_shapes_calib", "calibration profile: minimum shapes", "spec", "shapes"),
+    use("--optShapesCalib", "Build", "opt_shapes_calib", "calibration profile: opt shapes", "spec", "shapes"),
+    use("--maxShapesCalib", "Build", "max_shapes_calib", "calibration profile: maximum shapes", "spec", "shapes"),
+    refuse("--int4", "Build", _LOWP),
+    use("--stronglyTyped", "Build", "strongly_typed", "types exactly as the model says: no casts inserted, Cast "
+        "nodes honoured (no --fp16/--bf16/--int8/--fp8/--best)"),
+    use("--precisionConstraints", "Build", "precision_constraints", "none | prefer (unmet layer constraints are "
+        "logged) | obey (an unmet constraint fails the build, naming the layer)", "spec", "constraints"),
+    use("--layerPrecisions", "Build", "layer_precisions", "compute precision per layer: *:fp16,name:fp32 (later "
+        "entries win; ONNX node or --dumpLayerInfo layer names; fp32|fp16|bf16|int8|fp8)", "spec", "precisions"),
+    use("--layerOutputTypes", "Build", "layer_output_types", "output types per layer: *:fp16,name:fp32+fp16 ('+' "
+        "for several outputs)", "spec", "output_types"),
+    refuse("--layerDeviceTypes", "Build", _DLA, "spec"),
     use("--memPoolSize", "Build", "workspace_bytes", "workspace:N[B|K|M|G] (MiB by default): scratch memory a "
         "tactic may use beyond its inputs and outputs; hungrier tactics are rejected while timing", "spec", "pools"),
     refuse("--workspace", "Build", "deprecated in trtexec; use --memPoolSize=workspace:N", "N"),
@@ -206,7 +264,9 @@ _ROWS = [
     use("--noBuilderCache", "Build", "use_timing_cache", "no timing cache: time every layer, even identical ones",
         const=False),
     refuse("--errorOnTimingCacheMiss", "Build", _CACHE),
-    refuse("--sparsity", "Build", "structured-sparsity tactics are not implemented", "spec"),
+    use("--sparsity", "Build", "sparsity", "disable (default) | enable (2:4 sparse GEMM tactics for weights with "
+        "the pattern, CUDA) | force (prune weights to 2:4 first: speed runs only, accuracy is not kept)", "spec",
+        "sparsity"),
     refuse("--profilingVerbosity", "Build", _INFO, "mode"),
     refuse("--tacticSources", "Build", "tactics are tensorforge's own (torch, Triton); choosing libraries is not "
            "implemented", "tactics"),

@@ -48,6 +48,16 @@ def _float_tensors(net: Network, point: dict, max_fold: int) -> list[str]:
     return names
 
 
+def _check_profile(feeds: list[dict], profile) -> None:
+    """Every calibration batch within the calibration profile (--minShapesCalib … --maxShapesCalib)."""
+    for feed in feeds:
+        for name, (mn, _, mx) in (profile.shapes.items() if profile is not None else []):
+            shape = tuple(feed[name].shape) if name in feed else None
+            if shape is not None and (len(shape) != len(mn) or any(not a <= s <= b for a, s, b in zip(mn, shape, mx))):
+                raise BuildError(f"calibration batch for {name!r} has shape {list(shape)}, outside the calibration "
+                                 f"profile {list(mn)} … {list(mx)}", "fix the calibration profile or the batches")
+
+
 def _ranges(net: Network, config, device, points, log) -> tuple[dict[str, float], str]:
     source = config.calibration
     amax: dict[str, float] = {}
@@ -61,7 +71,9 @@ def _ranges(net: Network, config, device, points, log) -> tuple[dict[str, float]
             log.info(f"calibration cache read: {len(amax)} tensor scales (TRT-{cache.version}-{cache.header_algorithm})")
     if not amax and source is not None and source.batches is not None:
         settings = CalibrationSettings(source.algorithm, percentile=source.percentile, quantile=source.quantile)
-        amax = calibrate(net, source.feeds(list(net.inputs)), device, settings)
+        feeds = source.feeds(list(net.inputs))
+        _check_profile(feeds, config.calibration_profile)
+        amax = calibrate(net, feeds, device, settings)
         origin = "calibration"
         if source.write_cache is not None:
             source.write_cache(write_cache(cache_from_amax(amax, source.algorithm, 127.0)))
@@ -69,7 +81,7 @@ def _ranges(net: Network, config, device, points, log) -> tuple[dict[str, float]
         amax.update({k: float(v) for k, v in config.dynamic_ranges.items()})
         origin = "dynamic-ranges" if origin == "placeholder" else "mixed"
     if origin == "placeholder":
-        log.warn("INT8/FP8 without calibration data, cache or dynamic ranges: every range is a placeholder (inputs "
+        log.warning("INT8/FP8 without calibration data, cache or dynamic ranges: every range is a placeholder (inputs "
                  "±2, other tensors ±4), as trtexec does for speed runs; accuracy is not kept (give --calib, "
                  "--calibData or calibration_data)")
         names = _float_tensors(net, points[0], config.max_fold_elements)
