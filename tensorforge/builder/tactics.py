@@ -182,7 +182,8 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
             for name, why in reasons.items():
                 log.verbose(f"layer {layer.name}: tactic {name} rejected: {why}")
             if not timing or len(found) == 1 or layer.placement == "host":
-                layer.tactic = found[0][0].id(found[0][1])
+                tac, cfg = _first_fit(layer, found, opt_env if not timing else None)
+                layer.tactic = tac.id(cfg)
                 report.untimed_layers += 1
                 if walk is not None:
                     walk.untimed(layer)
@@ -197,6 +198,20 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
         log.info(f"tactics: {report.timed_layers} layers timed ({report.measurements} measurements), "
                  f"{report.cache_hits} from the timing cache, {report.untimed_layers} untimed, {report.seconds:.2f} s")
     return report
+
+
+def _first_fit(layer: Layer, found, env: dict | None):
+    """Untimed choice: the best-priority candidate whose `fits()` takes the layer's tensors at the opt point (a
+    tactic that rejects them says why under --verbose; the reference, with no `fits`, always takes them)."""
+    if env is None:
+        return found[0]
+    inputs = [env.get(i) if i else None for i in layer.inputs]
+    for tac, cfg in found:
+        why = tac.fits(layer, cfg, inputs) if tac.fits is not None else None
+        if why is None:
+            return tac, cfg
+        get_logger().verbose(f"layer {layer.name}: tactic {tac.id(cfg)} rejected at the opt point: {why}")
+    return found[-1]
 
 
 @contextmanager

@@ -6,19 +6,25 @@ The weight is reordered once per context into oneDNN's blocked layout (`_reorder
 streams it in the order the micro-kernel reads it; torch's addmm (MKL sgemm on the plain layout) plus separate
 activation and residual kernels is 2× slower at the sizes of small models on 2 cores (32×256·256×1024: 0.10 ms
 against 0.05 ms). Traffic: x, the packed W and the bias once, y once (plus the residual, read in the add).
-Cases oneDNN cannot fuse run the op's torch path instead, inside the same tactic and documented here: a batched
-(3-D) weight, scale ≠ 1, a residual added before the activation, float16 inputs, and an activation without a
-oneDNN post-op (Elu, HardSigmoid other than ONNX's 1/6, ½ form). CPU builds pick it untimed (priority above
+Cases oneDNN cannot fuse are not this tactic's: `supports()` rejects scale ≠ 1, a residual added before the
+activation, a float16 layer and an activation without a oneDNN post-op (Elu, HardSigmoid other than ONNX's 1/6,
+½ form), and `fits()` a batched (3-D) weight or mixed dtypes at the opt point — each with its reason — so the
+builder picks the next tactic (torch_addmm; Gemm: the reference) and the layer info names what runs. A kernel
+that meets such inputs anyway raises; it never falls back silently. CPU builds pick it untimed (priority above
 torch_addmm); it applies only to CPU devices whose torch has oneDNN.
+Threads: the packed weight is made on a kernel's first call, under a lock, and published as one
+(source, packed, N) tuple after packing, so a concurrent call sees either nothing or a complete packing — never
+the source without its packed weight (docs/runtime.md, "Threads").
 Convolution through oneDNN's packed kernels was measured too (3→16 and 16→32 channels at 64²: 0.033/0.041 ms
 against torch's 0.055/0.081 ms) and left out: its per-channel blocking rounds channels differently, which flips
 the softmax of ONNX's constant-weight light_squeezenet (logits 6.8e9, fp32 spacing 512) away from the uniform
 result onnxruntime and torch's convolution give.
 """
 
+import threading
+
 import torch
 
-from ..ir import get_spec
 from .registry import tactic
 from .torch_fused import epilogue_attrs, epilogue_operands
 
@@ -52,59 +58,110 @@ def onednn_reason(device) -> str | None:
 
 class _PackedWeight:
     """The weight as oneDNN's linear wants it — (N, K), reordered — once per weight tensor seen (a context's
-    weights do not change); `trans`: the stored weight is already (N, K), else (K, N)."""
+    weights do not change); `trans`: the stored weight is already (N, K), else (K, N). Each cache is one tuple,
+    replaced whole under the lock once its value exists: readers never see a half-made entry."""
 
     def __init__(self, trans: bool):
-        self.trans, self.seen, self.packed, self.n = trans, None, None, 0
-        self.bias_seen, self.bias_value = None, None
+        self.trans = trans
+        self._weight: tuple | None = None      # (source tensor, packed tensor, N)
+        self._bias: tuple | None = None        # (source tensor, N-vector)
+        self._lock = threading.Lock()
 
     def bias(self, c: torch.Tensor, make) -> torch.Tensor:
         """make(c) once per bias tensor seen (Gemm's β·C broadcast to N values): not redone every call."""
-        if self.bias_seen is not c:
-            self.bias_seen, self.bias_value = c, make(c)
-        return self.bias_value
+        entry = self._bias
+        if entry is None or entry[0] is not c:
+            with self._lock:
+                entry = self._bias
+                if entry is None or entry[0] is not c:
+                    entry = (c, make(c))
+                    self._bias = entry
+        return entry[1]
 
-    def __call__(self, w: torch.Tensor, rows: int) -> torch.Tensor:
-        if self.seen is not w:
-            w_nk = (w if self.trans else w.t()).contiguous()
-            self.seen, self.n = w, w_nk.shape[0]
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(w_nk, max(1, rows))
-        return self.packed
+    def __call__(self, w: torch.Tensor, rows: int) -> tuple[torch.Tensor, int]:
+        """(packed weight, N) for `w`."""
+        entry = self._weight
+        if entry is None or entry[0] is not w:
+            with self._lock:
+                entry = self._weight
+                if entry is None or entry[0] is not w:
+                    w_nk = (w if self.trans else w.t()).contiguous()
+                    packed = torch.ops.mkldnn._reorder_linear_weight(w_nk, max(1, rows))
+                    if not isinstance(packed, torch.Tensor) or packed.numel() != w_nk.numel():
+                        raise RuntimeError(f"oneDNN weight reorder of a {tuple(w_nk.shape)} weight returned "
+                                           f"{type(packed).__name__} {getattr(packed, 'shape', '')}")
+                    entry = (w, packed, w_nk.shape[0])
+                    self._weight = entry
+        return entry[1], entry[2]
 
 
 def linear_(x, w, bias, post, residual, pack: _PackedWeight):
     """oneDNN linear: post-op activation, then the residual added (fused as a binary post-op when no activation)."""
     attr, scalars, algorithm = post
     x = x.contiguous()
-    w = pack(w, x.numel() // max(1, x.shape[-1]))
+    w, n = pack(w, x.numel() // max(1, x.shape[-1]))
     bias = bias.reshape(-1).to(x.dtype).contiguous() if bias is not None else None
-    if residual is not None and attr == "none" and residual.shape == (*x.shape[:-1], pack.n):
+    if residual is not None and attr == "none" and residual.shape == (*x.shape[:-1], n):
         return torch.ops.mkldnn._linear_pointwise.binary(x, residual.to(x.dtype).contiguous(), w, bias, "add")
     y = torch.ops.mkldnn._linear_pointwise(x, w, bias, attr, scalars, algorithm)
     return y.add_(residual) if residual is not None else y
+
+
+def _precision_reason(layer) -> str | None:
+    if layer.precision not in (None, "float32", "bfloat16"):
+        return f"a {layer.precision} layer (oneDNN's linear here takes float32 or bfloat16)"
+    return None
+
+
+def operand_reason(a, b, batched_ok: bool = False) -> str | None:
+    """Why these operands are not oneDNN linear's: a batched weight, or dtypes it does not take / that differ."""
+    if a is None or b is None:
+        return None
+    if not batched_ok and b.dim() != 2:
+        return f"a batched ({b.dim()}-D) weight: oneDNN's linear takes one 2-D weight"
+    if a.dtype not in _DTYPES or b.dtype != a.dtype:
+        return f"operands {a.dtype} · {b.dtype}: oneDNN's linear takes float32 or bfloat16, both the same"
+    return None
+
+
+def _refuse(layer, why: str):
+    raise ValueError(f"tactic onednn_linear got inputs it does not take for layer {layer.name!r}: {why} "
+                     "(fits() rejects such layers at build; rebuild the engine)")
 
 
 @tactic("MatMulEpilogue", name="onednn_linear", priority=20)
 class OneDnnMatMulEpilogue:
     @staticmethod
     def supports(layer, device):
-        return onednn_reason(device)
+        why = onednn_reason(device) or _precision_reason(layer)
+        if why is not None:
+            return why
+        a_ = layer.attrs
+        act, alpha, beta, res_first = epilogue_attrs(a_)
+        if float(a_.get("scale", 1.0)) != 1.0:
+            return f"scale {a_.get('scale')} ≠ 1 (oneDNN's linear has no output scale here)"
+        if _post_op(act, alpha, beta) is None:
+            return f"activation {act} (α {alpha}, β {beta}) has no oneDNN post-op"
+        if len(layer.inputs) > 3 and layer.inputs[3] and res_first and act != "none":
+            return "the residual is added before the activation; oneDNN's post-ops add it after"
+        return None
+
+    @staticmethod
+    def fits(layer, cfg, inputs):
+        return operand_reason(inputs[0], inputs[1] if len(inputs) > 1 else None)
 
     @staticmethod
     def build(layer, cfg, device):
         a_ = layer.attrs
-        trans_b, scale = int(a_.get("trans_b", 0)), float(a_.get("scale", 1.0))
-        act, alpha, beta, res_first = epilogue_attrs(a_)
+        act, alpha, beta, _ = epilogue_attrs(a_)
         post = _post_op(act, alpha, beta)
-        reference = get_spec("MatMulEpilogue").reference
-        pack = _PackedWeight(trans=bool(trans_b))
+        pack = _PackedWeight(trans=bool(int(a_.get("trans_b", 0))))
 
         def run(inputs):
             a, b, bias, residual = epilogue_operands(inputs)
-            fused = (post is not None and b.dim() == 2 and scale == 1.0 and a.dtype in _DTYPES and b.dtype == a.dtype
-                     and not (residual is not None and res_first and act != "none"))
-            if not fused:     # the cases listed in the module docstring: the op's own torch computation
-                return [reference(*inputs, **a_)]
+            why = operand_reason(a, b)
+            if why is not None:
+                _refuse(layer, why)
             return [linear_(a, b, bias, post, residual, pack)]
         return run
 
@@ -115,27 +172,37 @@ class OneDnnGemm:
 
     @staticmethod
     def supports(layer, device):
-        why = onednn_reason(device)
+        why = onednn_reason(device) or _precision_reason(layer)
         if why is None and (layer.attrs.get("transA", 0) or float(layer.attrs.get("alpha", 1.0)) != 1.0):
             why = "transA = 1 or α ≠ 1 (oneDNN's linear computes x · Wᵀ + bias)"
+        return why
+
+    @staticmethod
+    def fits(layer, cfg, inputs):
+        a, b = inputs[0], inputs[1]
+        c = inputs[2] if len(inputs) > 2 else None
+        why = operand_reason(a, b)
+        if why is None and c is not None:
+            n = b.shape[0] if layer.attrs.get("transB", 0) else b.shape[1]
+            if c.numel() not in (1, n):
+                why = f"C of {c.numel()} values: oneDNN's bias is one value per output column ({n})"
         return why
 
     @staticmethod
     def build(layer, cfg, device):
         a_ = layer.attrs
         trans_b, beta = int(a_.get("transB", 0)), float(a_.get("beta", 1.0))
-        reference = get_spec("Gemm").reference
         pack = _PackedWeight(trans=bool(trans_b))
         none = _post_op("none", 0.0, 0.0)
 
         def run(inputs):
+            why = OneDnnGemm.fits(layer, cfg, inputs)
+            if why is not None:
+                _refuse(layer, why)
             a, b = inputs[0], inputs[1]
             c = inputs[2] if len(inputs) > 2 else None
             n = b.shape[0] if trans_b else b.shape[1]
-            if a.dtype not in _DTYPES or b.dtype != a.dtype or (c is not None and c.numel() not in (1, n)):
-                return [reference(*inputs, **a_)]
             bias = pack.bias(c, lambda t: (t.reshape(-1).expand(n) * beta).contiguous()) \
                 if c is not None and beta != 0 else None
             return [linear_(a, b, bias, none, None, pack)]
         return run
-

@@ -13,6 +13,7 @@ An engine that cannot be captured (a host sync, a data-dependent shape) runs unc
 unless graphs were asked for explicitly (use_cuda_graph=True, --useCudaGraph): then the reason is an error.
 """
 
+import threading
 from contextlib import contextmanager
 
 import torch
@@ -93,7 +94,22 @@ class ExecutionContext:
         self._input_shapes: dict[str, tuple[int, ...]] = {}
         self.tf32 = "noTF32" not in engine.build_info.get("flags", [])
         self._current = -1                      # index of the layer running now (names the culprit of a failure)
+        self._busy = threading.RLock()          # held by the one thread running this context (docs/runtime.md)
         self._setup_graphs(use_cuda_graph, graph_backend, max_graphs)
+
+    @contextmanager
+    def _one_thread(self):
+        """A context is used by one thread at a time (TensorRT's rule): a second thread entering while it runs gets
+        UsageError instead of racing on the context's per-call state (its slots, profile, graphs, kernel caches)."""
+        if not self._busy.acquire(blocking=False):
+            raise UsageError(f"this ExecutionContext of engine {self.engine.name!r} is running in another thread; a "
+                             "context is used by one thread at a time",
+                             "create one context per thread (they can share the engine and its device weights), "
+                             "or call tfg.Engine.run, which keeps one per thread")
+        try:
+            yield
+        finally:
+            self._busy.release()
 
     @property
     def device_weights(self) -> dict:
@@ -178,6 +194,10 @@ class ExecutionContext:
         With a CUDA graph the outputs live in the graph's static buffers, overwritten by the next call of the same
         shapes: `copy_outputs=False` returns those buffers themselves (no copy; TensorRT's output-binding contract).
         """
+        with self._one_thread():
+            return self._run(feed, copy_outputs)
+
+    def _run(self, feed, copy_outputs):
         self.check_inputs(feed)
         self._current = -1
         try:
@@ -197,6 +217,10 @@ class ExecutionContext:
 
         Write the next inputs into them in place and pass them back to `run`: no copy is made. None when this
         context runs uncaptured (then pass device tensors to `run` directly)."""
+        with self._one_thread():
+            return self._bind_inputs(feed)
+
+    def _bind_inputs(self, feed):
         self.check_inputs(feed)
         if not self.graphs_enabled:
             return None
@@ -306,7 +330,8 @@ class ExecutionContext:
         A kernel that raises becomes one ExecutionError naming the layer (layer_failure).
         """
         try:
-            return self._execute(feed, host_values, hook)
+            with self._one_thread():
+                return self._execute(feed, host_values, hook)
         except TensorforgeError:
             raise
         except Exception as e:  # noqa: BLE001 - as in run()
