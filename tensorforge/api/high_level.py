@@ -7,6 +7,7 @@
     out = engine(x)                     # positional; one output → that tensor
 """
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,18 +75,39 @@ def load(path, device=None) -> "Engine":
 
 
 class Engine:
-    """A built engine ready to run on one device (CUDA when present, else CPU)."""
+    """A built engine ready to run on one device (CUDA when present, else CPU).
+
+    Safe to call from several threads: `run` borrows an idle ExecutionContext from a small pool (one is made when
+    every context is busy, sharing the first one's device weights) and gives it back afterwards, so each context is
+    used by one thread at a time (docs/runtime.md, "Threads"). `context` is the first one, for single-thread use.
+    """
 
     def __init__(self, data: EngineData, device=None):
         self.data = data
         self.device = resolve_device(device)
         self._context: ExecutionContext | None = None
+        self._idle: list[ExecutionContext] = []       # contexts not running now (the pool)
+        self._pool_lock = threading.Lock()
 
     @property
     def context(self) -> ExecutionContext:
-        if self._context is None:
-            self._context = ExecutionContext(self.data, self.device)
-        return self._context
+        with self._pool_lock:
+            if self._context is None:
+                self._context = ExecutionContext(self.data, self.device)
+                self._idle.append(self._context)
+            return self._context
+
+    def _borrow(self) -> ExecutionContext:
+        first = self.context
+        with self._pool_lock:
+            if self._idle:
+                return self._idle.pop()
+        # every context is running in another thread: one more, sharing the device weights (made outside the lock)
+        return ExecutionContext(self.data, self.device, shared_weights=first.device_weights)
+
+    def _give_back(self, ctx: ExecutionContext) -> None:
+        with self._pool_lock:
+            self._idle.append(ctx)
 
     @property
     def input_names(self) -> list[str]:
@@ -106,7 +128,11 @@ class Engine:
             raise InputError("Engine.run takes a dict of input name → tensor", "use engine(x, ...) for positional inputs")
         numpy_in = any(isinstance(v, np.ndarray) for v in feed.values())
         tensors = {k: _to_tensor(k, v) for k, v in feed.items()}
-        out = self.context.run(tensors)
+        ctx = self._borrow()
+        try:
+            out = ctx.run(tensors)
+        finally:
+            self._give_back(ctx)
         if numpy_in:
             return {k: v.detach().cpu().numpy() for k, v in out.items()}
         return out
