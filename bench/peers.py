@@ -92,6 +92,9 @@ def time_peers(model, inputs: tuple, selected: list[str], time_fn, log=print, cu
         wanted = [n for n in names if n in selected]
         if not wanted:
             continue
+        if not cuda and all(n.endswith("+graph") for n in wanted):
+            out.update({n: {"error": "no CUDA graphs on the CPU"} for n in wanted})
+            continue
         reset_compiler()
         try:
             out.update(_compiled_peer(model, inputs, mode, freezing, wanted, time_fn, cuda))

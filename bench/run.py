@@ -45,7 +45,7 @@ def parse(argv):
     p.add_argument("--best-batches", default="1", help="batches that get a `best` row")
     p.add_argument("--dynamic-models", default="resnet50,bert_base_seq128")
     p.add_argument("--real-models", default="", help="ONNX model-zoo 'light' models of the onnx package for the "
-                   "build-cost table (names, or 'all'); needs --part fp16 and no --skip=build")
+                   "build-cost table (names, or 'all'); run after the fp16 part, not with --skip=build")
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--gelu-elements", type=int, default=256 * 2**20)
@@ -147,6 +147,8 @@ def make_plan(args) -> list[dict]:
                         "est": plan.zoo_case_s(m, b, "fp16", peers, mat, prebuilt)}
                 (slow if mat and b != 1 else cases).append(case)     # max-autotune cases after the others
         cases += slow
+    if args.real_models and "build" not in args.skips:      # real-model build costs: right after the fp16 part
+        cases.append({"kind": "real", "est": 30.0 * len(_real_names(args))})
     if "precision" in args.parts:
         import precision_case
         missing = {p: precision_case.unsupported(p) for p in args.precision_list if p != "fp16"}
@@ -167,8 +169,6 @@ def make_plan(args) -> list[dict]:
                 mat = (m, b, "fp32") in args.max_autotune_set
                 cases.append({"kind": "zoo", "model": m, "batch": b, "dtype": "fp32", "max_autotune": mat,
                               "est": plan.zoo_case_s(m, b, "fp32", peers, mat)})
-    if args.real_models and "fp16" in args.parts and "build" not in args.skips:
-        cases.append({"kind": "real", "est": 30.0 * len(_real_names(args))})
     for c in cases:
         c["peers"] = peers + (["max-autotune+graph"] if c.get("max_autotune") else [])
     return cases

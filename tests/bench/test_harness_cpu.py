@@ -108,3 +108,17 @@ def test_a_broken_engine_fails_the_accuracy_column(monkeypatch):
     acc = row["accuracy_vs_ort_fp32"]
     assert acc["pass"] is False and "passed_by" not in acc and acc["rel_to_max"] == pytest.approx(0.05, rel=0.05)
     assert np.isfinite(acc["torch_fp16_rel_to_max"]) and acc["torch_fp16_rel_to_max"] < 0.02
+
+
+def test_real_model_build_cost_from_the_onnx_package(tmp_path):
+    """The ONNX model-zoo 'light' architectures that ship inside the onnx package (offline on the H200 too)."""
+    import build_cost
+    if "light_squeezenet" not in build_cost.onnx_light_models():
+        pytest.skip("this onnx package has no light models")
+    assert run.main(["--device", "cpu", "--models", "none", "--part", "fp16", "--real-models",
+                     "light_squeezenet,light_nosuch", "--keep-caches", "--out-dir", str(tmp_path), "--stem", "r"]) == 0
+    entries = {b["model"]: b for b in _load(tmp_path / "r.json")["build_costs"]}
+    assert entries["light_squeezenet"]["source"] == "onnx light" and entries["light_squeezenet"]["cold_s"] > 0
+    assert entries["light_squeezenet"]["shapes"] == {"data_0": [1, 3, 224, 224]}
+    assert entries["light_nosuch"]["error"].startswith("not in this onnx package")
+    assert "| light_squeezenet | onnx light |" in (tmp_path / "r.md").read_text()

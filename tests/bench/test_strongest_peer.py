@@ -61,9 +61,15 @@ def test_a_failing_compiled_peer_is_reported_not_dropped_and_freezing_restored(m
     monkeypatch.setattr(torch, "compile", broken_compile)
     model = torch.nn.Linear(4, 4)
     out = peers.time_peers(model, (torch.randn(2, 4),), ["eager", "compile", "freeze+graph", "max-autotune+graph"],
-                           lambda fn: (fn(), _st(1.0))[1], log=lambda m: None, cuda=False)
+                           lambda fn: (fn(), _st(1.0))[1], log=lambda m: None, cuda=True)
     assert out["eager"] == _st(1.0)
     assert out["compile"]["error"] == "torch.compile failed: RuntimeError: inductor exploded"
     assert "error" in out["freeze+graph"] and "error" in out["max-autotune+graph"]
     assert seen == [(None, False), (None, True), ("max-autotune-no-cudagraphs", True)]
     assert cfg.freezing is False
+    # on the CPU the graph peers are not applicable: reported as such, and nothing is compiled for them
+    seen.clear()
+    out = peers.time_peers(model, (torch.randn(2, 4),), ["freeze+graph", "max-autotune+graph"],
+                           lambda fn: _st(1.0), log=lambda m: None, cuda=False)
+    assert out == {"freeze+graph": {"error": "no CUDA graphs on the CPU"},
+                   "max-autotune+graph": {"error": "no CUDA graphs on the CPU"}} and seen == []
