@@ -47,11 +47,15 @@ def parse(model, external_data_dir=None):
 
 def build(model, fp16: bool = False, bf16: bool = False, shapes: dict | None = None, timing_cache: str | None = None,
           device=None, example_inputs=None, tf32: bool = True, optimization_level: int = 3,
-          config: "BuilderConfig | None" = None, external_data_dir=None, **export_options) -> "Engine":
+          config: "BuilderConfig | None" = None, external_data_dir=None, int8: bool = False, fp8: bool = False,
+          best: bool = False, calibration_data=None, calibration_cache=None, calibration_algorithm: str = "entropy2",
+          **export_options) -> "Engine":
     """Build an engine from an ONNX path/bytes/ModelProto, or an nn.Module with `example_inputs`.
 
     `shapes` maps input name → (min, opt, max) or a single static shape. `external_data_dir`: the folder of a
     model given as bytes or a ModelProto whose weights live in external files (never the current directory).
+    `int8`/`fp8`/`best` quantize Conv/Gemm/MatMul from `calibration_data` (an iterable of feeds, or a folder of
+    .npy/.npz) and/or `calibration_cache` (read when it exists, written after calibrating): docs/precision.md.
     """
     # imported here, not at module level: loading and running an engine never loads the parser or builder
     from ..builder import BuilderConfig, build_engine
@@ -66,6 +70,8 @@ def build(model, fp16: bool = False, bf16: bool = False, shapes: dict | None = N
         config = BuilderConfig(fp16=fp16, bf16=bf16, tf32=tf32, profiles=_as_profile(shapes),
                                optimization_level=optimization_level, timing_cache_path=timing_cache,
                                device=str(device) if device is not None else None)
+        from ..builder.calibration import configure
+        configure(config, int8, fp8, best, calibration_data, calibration_cache, calibration_algorithm)
     return Engine(build_engine(network, config), device)
 
 

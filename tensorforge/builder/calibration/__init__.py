@@ -11,8 +11,8 @@ from .cache import CalibrationCache, cache_from_amax, read_cache, write_cache
 from .qdq_insert import QdqReport, has_qdq, insert_qdq
 from .quantize import QuantizationResult, quantize_network
 from .run import CalibrationSettings, calibrate
-from .source import CalibrationSource, cache_file_hooks, load_batches
+from .source import CalibrationSource, cache_file_hooks, configure, load_batches
 
 __all__ = ["ALGORITHMS", "CalibrationCache", "CalibrationSettings", "CalibrationSource", "QdqReport",
-           "QuantizationResult", "cache_file_hooks", "cache_from_amax", "calibrate", "has_qdq", "insert_qdq",
+           "QuantizationResult", "cache_file_hooks", "cache_from_amax", "calibrate", "configure", "has_qdq", "insert_qdq",
            "load_batches", "quantize_network", "read_cache", "write_cache"]

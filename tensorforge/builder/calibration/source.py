@@ -99,3 +99,17 @@ def load_batches(data, names: list[str]):
         else:
             raise UsageError("a calibration batch is a bare array but the network has several inputs",
                              "give feeds as dicts {input name: array}")
+
+
+def configure(config, int8: bool = False, fp8: bool = False, best: bool = False, data=None, cache=None,
+              algorithm: str = "entropy2"):
+    """The high-level `tfg.build(..., int8=True, calibration_data=..., calibration_cache=..., calibration_algorithm=...)`
+    options onto a BuilderConfig: `cache` is a file read when it exists and written after calibrating."""
+    config.int8, config.fp8, config.best = bool(int8), bool(fp8), bool(best)
+    if (data is not None or cache is not None) and not (int8 or fp8 or best):
+        raise UsageError("calibration_data/calibration_cache need int8=True, fp8=True or best=True",
+                         "pass int8=True (or drop the calibration options)")
+    if data is not None or cache is not None:
+        read, write = cache_file_hooks(cache) if cache is not None else (None, None)
+        config.calibration = CalibrationSource(data, algorithm, read, write)
+    return config
