@@ -193,3 +193,33 @@ def test_quantized_ops_survive_an_engine_round_trip(tmp_path):
         np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]))
     layer = next(x for x in again.data.layers if x.op == "QuantizedConv")
     assert again.data.constants[layer.inputs[1]].dtype == torch.int8
+
+
+def test_implicit_int8_qdq_layers_fuse_the_same_way():
+    """The contract with implicit INT8 (builder/calibration/qdq_insert.py): the IR Q/DQ layers it inserts from
+    calibrated ranges become the same quantized ops; fused ≡ the inserted Q/DQ run as written (level 0)."""
+    from tensorforge.api.high_level import Engine
+    from tensorforge.builder import BuilderConfig, build_engine
+    from tensorforge.builder.calibration.qdq_insert import insert_qdq
+    from tensorforge.parser import parse_model
+    g = G()
+    x = g.input("x", [2, 8, 9, 9])
+    w1, w2 = (RNG.randn(8, 8, 3, 3) * 0.2).astype(np.float32), (RNG.randn(8, 8, 1, 1) * 0.3).astype(np.float32)
+    h = g.node("Relu", [g.node("Conv", [x, g.const(w1), g.const(np.zeros(8, np.float32))], pads=[1, 1, 1, 1])])
+    y = g.node("Relu", [g.node("Add", [g.node("Conv", [h, g.const(w2)]), x])])
+    g.output(y)
+    model = g.model()
+    feeds = _feeds(model, x=(2, 8, 9, 9))
+    engines = []
+    for level in (0, 3):
+        net = parse_model(model)
+        report = insert_qdq(net, {name: 4.0 for name in net.tensors}, "int8")
+        assert len(report.layers) == 2
+        engines.append(Engine(build_engine(net, BuilderConfig(device="cpu", optimization_level=level)), "cpu"))
+    plain, fused = engines
+    assert [la.op for la in fused.data.layers].count("QuantizedConv") == 2
+    a, b = plain.run(dict(feeds)), fused.run(dict(feeds))
+    step = 4.0 / 127
+    for k in a:
+        off = steps_off(b[k], a[k], step)
+        assert off.max() <= 1 + 1e-5 and (off < 1e-5).mean() > 0.98
