@@ -14,7 +14,9 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q "$(grep -E '^pip==' requirements-ci.lock)" 2> >(quiet)
 "$VENV/bin/python" -m pip install -q -r requirements-ci.lock 2> >(quiet)
-"$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e . 2> >(quiet)
+if ! "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e . > "$VENV/editable-install.log" 2>&1; then
+  cat "$VENV/editable-install.log" >&2; exit 1        # setuptools' editable-mode notice stays in the log otherwise
+fi
 if [ -d scripts/setup.d ]; then
   while IFS= read -r step; do
     echo "setup: $step"

@@ -1,6 +1,7 @@
 """Built-in importers, one op family per module. Importing this package registers them (explicit list)."""
 
 from . import elementwise  # noqa: F401
+from . import legacy  # noqa: F401
 from . import constants  # noqa: F401
 from . import conv, pool, norm, linalg, nn_misc  # noqa: F401,E401
 from . import shape, indexing, reduce, tensor_misc  # noqa: F401,E401

@@ -1,7 +1,7 @@
 """Importers for elementwise, comparison, logic and activation ops.
 
-All of these map 1:1 onto the IR op of the same name with numpy broadcasting. Versions before 7 (legacy
-`broadcast`/`axis` attributes) are deliberately not listed: they fail loudly instead of broadcasting wrongly.
+All of these map 1:1 onto the IR op of the same name with numpy broadcasting. Versions before 7 with legacy
+`broadcast`/`axis` attributes (Add/Sub/Mul/Div-6, Pow-1) and Max/Min/Sum/PRelu-6 are in legacy.py.
 """
 
 from ...ir import dtype_name
