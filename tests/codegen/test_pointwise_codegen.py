@@ -116,7 +116,19 @@ def test_half_inputs_compute_in_float32(dtype):
     layer = chain(steps, [dtype, dtype], [dtype_name(dtype)], [lit(0.5, dtype_name(dtype))])
     got, ref, src = run_both(layer, [x, b])
     assert "gelu_erf_lo" in src and ".to(tl.float32)" in src
-    assert_match(got, ref, rtol=1e-2, atol=1e-2)
+    # the kernel's claim: fp32 math, one rounding at the store. Oracle: the chain in float64, rounded once to the
+    # half dtype; the fp32 result may land on the other side of a rounding boundary, so ≤ 1 ulp of the half dtype
+    y64 = x.double() + b.double()
+    want = (0.5 * y64 * (1 + torch.erf(y64 / math.sqrt(2))) * 0.5).to(dtype)
+    assert got[0].dtype == dtype
+    diff = (got[0].double() - want.double()).abs()
+    mag = want.abs()
+    ulp = (torch.nextafter(mag, torch.full_like(mag, math.inf)) - mag).double()
+    assert bool((diff <= ulp).all()), f"{int((diff > ulp).sum())} values more than 1 ulp off; worst {float((diff / ulp).max()):.1f} ulp"
+    if dtype == torch.float16:     # round-to-nearest once: exact (an fp32 result next to a boundary may differ)
+        assert float((diff == 0).double().mean()) > 0.99
+    # bfloat16 under TRITON_INTERPRET: the fp32 → bf16 store truncates (numpy emulation; measured: 100 % equal to
+    # the truncated float64 result, 49 % to the nearest), so only the 1-ulp bound holds on the CPU
 
 
 def test_integer_chain():
