@@ -17,6 +17,7 @@ COMMANDS = {
     "convert": ("tensorforge.cli.convert_cmd", "ONNX → engine with onnx2trt's flags"),
     "inspect": ("tensorforge.cli.inspect_cmd", "show an ONNX model, engine or timing cache"),
     "compare": ("tensorforge.cli.compare_cmd", "run several runners on the same inputs and compare outputs"),
+    "debug": ("tensorforge.cli.debug_cmd", "debug precision: find layers to keep at higher precision"),
     "serve": ("tensorforge.cli.serve_cmd", "serve engines over KServe v2 HTTP/gRPC with Ray Serve"),
     "export-triton": ("tensorforge.cli.export_triton_cmd", "write a Triton model repository for an engine"),
 }
