@@ -30,16 +30,17 @@ _HALF = (torch.float16, torch.bfloat16)
 
 
 def step_dtypes(layer: Layer, in_dtypes: list[torch.dtype]) -> list[torch.dtype]:
-    """The compute dtype of every step (the chain reference run on one-element meta tensors)."""
-    env = {f"in{i}": torch.empty(1, dtype=compute_dtype(d), device="meta") for i, d in enumerate(in_dtypes)}
+    """The compute dtype of every step: the chain reference run on one-element CPU tensors of ones (not meta
+    tensors: torch's meta GELU imports torch._dynamo, seconds at engine load; a one-element op costs microseconds)."""
+    env = {f"in{i}": torch.ones(1, dtype=compute_dtype(d)) for i, d in enumerate(in_dtypes)}
     for i, c in enumerate(layer.attrs.get("consts", [])):
-        env[f"c{i}"] = torch.empty(1, dtype=compute_dtype(dtype_from_name(c["dtype"])), device="meta")
+        env[f"c{i}"] = torch.ones(1, dtype=compute_dtype(dtype_from_name(c["dtype"])))
     out = []
     for k, step in enumerate(layer.attrs["steps"]):
         args = [env[a] if a else None for a in step["args"]]
         r = get_spec(step["op"]).reference(*args, **step["attrs"])
         r = r if isinstance(r, torch.Tensor) else r[0]
-        env[f"s{k}"] = torch.empty(1, dtype=compute_dtype(r.dtype), device="meta")
+        env[f"s{k}"] = torch.ones(1, dtype=compute_dtype(r.dtype))
         out.append(compute_dtype(r.dtype))
     return out
 

@@ -20,7 +20,13 @@ from . import cpu_onednn  # noqa: F401  (CPU: oneDNN linear with packed weights 
 from . import quant_int_mm  # noqa: F401  (QuantizedMatMul/Conv: torch._int_mm, exact int32, on CUDA and CPU)
 from . import fp8_scaled_mm  # noqa: F401  (QuantizedMatMul/Conv in FP8 E4M3: torch._scaled_mm on Hopper)
 from . import torch_rnn  # noqa: F401  (RNN/GRU/LSTM through torch's fused recurrent kernels)
-if importlib.util.find_spec("triton") is not None:   # the optional 'gpu' extra: hand-written Triton kernels
+from .registry import optional_tactics  # noqa: E402
+
+
+@optional_tactics      # imported on first need (registry.optional_tactics): a CPU engine loads and runs without Triton
+def _triton_tactics() -> None:
+    if importlib.util.find_spec("triton") is None:   # the optional 'gpu' extra: hand-written Triton kernels
+        return
     from . import triton_attention, triton_gemm, triton_layernorm, triton_softmax  # noqa: F401
     from . import triton_conv_epilogue, triton_pool  # noqa: F401  (conv + one epilogue kernel; GlobalAveragePool)
     from . import triton_add_layernorm  # noqa: F401  (residual Add + LayerNorm, one kernel)

@@ -10,6 +10,7 @@ engines; `instantiate(id, layer, device)` rebuilds the kernel from it at load ti
 `op="*"` registers a tactic that applies to every op (the generic reference tactic).
 """
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -42,6 +43,23 @@ class Tactic:
 
 
 _TACTICS: dict[str, list[Tactic]] = {}
+_OPTIONAL: list[Callable[[], None]] = []     # loaders of tactic modules that import an optional package (Triton)
+_OPTIONAL_LOCK = threading.RLock()
+
+
+def optional_tactics(loader: Callable[[], None]) -> Callable[[], None]:
+    """Register `loader`, which imports tactic modules needing an optional, slow-to-import package (Triton). It runs
+    once, the first time tactics are listed for a build (`candidates`) or one is looked up on a CUDA device or not
+    found (`instantiate`): loading and running a CPU engine never imports Triton."""
+    _OPTIONAL.append(loader)
+    return loader
+
+
+def _load_optional() -> None:
+    if _OPTIONAL:
+        with _OPTIONAL_LOCK:
+            while _OPTIONAL:
+                _OPTIONAL.pop(0)()
 
 
 def tactic(op: str, name: str, configs: list[dict] | None = None, priority: int = 0):
@@ -67,6 +85,7 @@ def triton_device_reason(device: torch.device) -> str | None:
 def candidates(layer: Layer, device: torch.device) -> tuple[list[tuple[Tactic, dict]], dict[str, str]]:
     """All (tactic, config) pairs applicable to `layer` on `device`, best-priority first, and the reasons
     the others were rejected (tactic name → reason)."""
+    _load_optional()
     found, reasons = [], {}
     for t in _TACTICS.get(layer.op, []) + _TACTICS.get("*", []):
         why = t.supports(layer, device)
@@ -92,10 +111,17 @@ def _parse_id(tactic_id: str) -> tuple[str, str, dict]:
 def instantiate(tactic_id: str, layer: Layer, device: torch.device) -> Kernel:
     """Rebuild the kernel named by `tactic_id` for `layer` (engine load time)."""
     op_lower, name, cfg = _parse_id(tactic_id)
-    for t in _TACTICS.get(layer.op, []) + _TACTICS.get("*", []):
-        if t.name == name:
-            why = t.supports(layer, device)
-            if why is not None:
-                raise ValueError(f"tactic {tactic_id} cannot run layer {layer.name!r} on {device}: {why}")
-            return t.build(layer, cfg, device)
+    if device.type == "cuda":
+        _load_optional()
+    for attempt in range(2):
+        for t in _TACTICS.get(layer.op, []) + _TACTICS.get("*", []):
+            if t.name == name:
+                why = t.supports(layer, device)
+                if why is not None:
+                    raise ValueError(f"tactic {tactic_id} cannot run layer {layer.name!r} on {device}: {why}")
+                return t.build(layer, cfg, device)
+        if attempt == 0 and _OPTIONAL:         # a tactic of an optional module (a GPU engine loaded on the CPU)
+            _load_optional()
+        else:
+            break
     raise KeyError(f"tactic {tactic_id!r} for layer {layer.name!r} ({layer.op}) is not available in this tensorforge")
