@@ -100,12 +100,18 @@ LAYER = Obj({"name": NAME, "op": Str(), "inputs": List(Str()), "outputs": List(S
 PLUGIN_RECORD = Obj({"id": Str(), "namespace": Str(), "name": Str(), "version": Str(), "op": Str(),
                      "layers": List(Obj({"name": NAME}, {"attrs": Map(Json())}))},
                     {"signature": Map(Str()), "origin": Str(), "library": Bool()})
+BUILD_INFO = Obj(      # the fields the runtime and inspect read; the rest is a record of the build
+    optional={"flags": List(Str()), "device": Str(), "tensorforge_version": Str(), "torch_version": Str(),
+              "build_seconds": Num(), "optimization_level": Int(0, 5),
+              "memory": Obj(optional={"host_value_inputs": Map(List(Int(0, 1 << 16))), "peak_bytes": Int(0)},
+                            extra=True)},
+    extra=True)
 MANIFEST = Obj(
     required={"tensorforge_version": Str(), "format_version": Int(0, 2**31), "name": Str(),
               "inputs": List(TENSOR_INFO), "outputs": List(TENSOR_INFO, min_len=1),
               "profiles": List(Map(List(CONCRETE_SHAPE, 3, 3))), "tensors": List(TENSOR_INFO),
               "constants": List(NAME), "layers": List(LAYER), "plugins": List(PLUGIN_RECORD),
-              "build_info": Obj(extra=True)},
+              "build_info": BUILD_INFO},
     optional={"byte_stored": Map(Str())},
     extra=True)      # newer optional fields (another engineer's) are read by whoever owns them
 

@@ -25,7 +25,7 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from ..ir import Layer, Network, TensorInfo, dtype_from_name, dtype_name, has_spec
+from ..ir import Layer, Network, TensorInfo, dtype_from_name, dtype_name
 from ..util.errors import EngineFileError
 from ..version import ENGINE_FORMAT_VERSION, __version__
 from .consistency import check_inference, check_references
@@ -173,9 +173,9 @@ def from_bytes(data: bytes, what: str = "engine") -> Engine:
         blobs = _weights(bytes(body[mlen:]), manifest, what) if wlen else {}
         check_references(manifest, blobs)
         engine = _engine_from_manifest(manifest, blobs)
-        if all(has_spec(la.op) for la in engine.layers):
+        if not any(la.op.startswith("plugin:") for la in engine.layers):
             check_inference(engine)
-        else:                    # plugin ops not registered yet: checked once they are (runtime/plugins_check.py)
+        else:                    # after its plugins are found and matched to the records (runtime/plugins_check.py)
             engine._needs_semantic_check = True
         return engine
     except SchemaViolation as e:

@@ -71,10 +71,8 @@ def ensure_registered(records: list[dict], layers=()) -> None:
             needed[layer.op] = {"id": ident, "namespace": ns, "name": name, "version": version, "op": layer.op,
                                 "layers": [{"name": layer.name}]}
     for op, rec in needed.items():
-        if registry.by_op(op) is None and rec.get("library", True):
-            loader.discover(rec["name"])       # a built-in (or a record without identity): the library may have it
-        if registry.by_op(op) is None and not rec.get("library", True):
-            loader.load_entry_points()          # a user plugin: an installed package may register it
+        if registry.by_op(op) is None:
+            loader.discover(rec["name"])       # the library or an installed package; _check_same tells them apart
         p = registry.by_op(op)
         if p is not None:
             _check_same(rec, p)

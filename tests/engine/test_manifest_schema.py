@@ -11,7 +11,6 @@ import torch
 
 from engine_craft import edit, pack, small_cnn_engine, split
 from tensorforge.engine import from_bytes
-from tensorforge.engine.schema import MAX_DEPTH, nesting_depth, parse_manifest, SchemaViolation
 from tensorforge.runtime import Runtime
 from tensorforge.util.errors import EngineFileError
 
@@ -60,6 +59,7 @@ def test_deeply_nested_json_is_refused_without_recursion_error():
 
 
 def test_nesting_depth_ignores_brackets_inside_strings():
+    from tensorforge.engine.schema import MAX_DEPTH, SchemaViolation, nesting_depth, parse_manifest
     assert nesting_depth(b'{"a": "[[[[[[[[", "b": [[1]]}') == 3
     assert nesting_depth(b'{"a": "\\"[[[["}') == 1
     with pytest.raises(SchemaViolation):
