@@ -11,6 +11,7 @@ case (factor 1, same wrapper) asserts that the wrapper alone changes nothing. Ch
     tests/models/test_cnn_models.py          check_cnn                          (5 CNN/ViT, legacy opset 17)
     tests/models/test_transformer_models.py  check_dynamic_profile              (BERT, GPT-2)
     tests/test_seed_gelu.py                  test_seed_model_matches_onnxruntime (oracle.check_against_ort)
+    tests/passes/fusion_helpers.py           check_fused                        (every fusion test's numerics)
 """
 
 import importlib.util
@@ -134,3 +135,21 @@ def test_seed_gelu_check_passes_with_the_identity_mutation(monkeypatch, tmp_path
     seed = _module(TESTS / "test_seed_gelu.py")
     check = lambda: seed.test_seed_model_matches_onnxruntime(tmp_path, False, 11, ["Div", "Erf", "Add", "Mul", "Mul"] * 2)  # noqa: E731
     _passes(check, monkeypatch, "*", "torch_ref", layer_op="PointwiseChain")
+
+
+def _fusion_case():
+    import numpy as np
+    helpers = _module(TESTS / "passes" / "fusion_helpers.py")
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
+    model = helpers.export_quiet(mlp, (torch.randn(4, 16),), opset=17)
+    feeds = helpers.feeds_for(model, np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32))
+    return lambda: helpers.check_fused(model, feeds)
+
+
+def test_fusion_check_catches_a_broken_linear(monkeypatch):
+    _caught(_fusion_case(), monkeypatch, "MatMulEpilogue", "onednn_linear")
+
+
+def test_fusion_check_passes_with_the_identity_mutation(monkeypatch):
+    _passes(_fusion_case(), monkeypatch, "MatMulEpilogue", "onednn_linear")
