@@ -1,4 +1,4 @@
-"""The quantized Triton GEMM (kernels/triton_int8_gemm.py) compiles for sm_90 — PTX and cubin through Triton's
+"""The quantized Triton GEMM (kernels/triton_int8_gemm.py) and the standalone Q/DQ kernel (quant_pointwise.py) compile for sm_90 — PTX and cubin through Triton's
 NVIDIA backend and ptxas, which run without a GPU — for int8 and fp8 operands, every output kind and epilogue,
 with FMA contraction off (the bit-exact epilogue), and the int8 product really is an integer MMA in the PTX.
 Runs in a subprocess: TRITON_INTERPRET=1 (set for the whole test session) turns @triton.jit into the interpreter.
@@ -48,6 +48,15 @@ for i, (name, ab, rt, ct, consts) in enumerate(cases):
     ptx = k.asm["ptx"]
     report[name] = {"cubin": len(k.asm["cubin"]), "int_mma": ("s32.s8.s8" in ptx) or (".s8" in ptx and "wgmma" in ptx),
                     "fp8_mma": "e4m3" in ptx, "fma": ptx.count("fma.rn.f32")}
+from tensorforge.kernels import quant_pointwise as P
+for name, xt, yt, quant, kind in (("q_u8", "*fp32", "*u8", True, 1), ("q_fp8", "*fp16", "*fp8e4nv", True, 2),
+                                  ("dq_i8", "*i8", "*fp32", False, 1), ("dq_fp8", "*fp8e4nv", "*fp32", False, 2)):
+    consts = {"QUANT": quant, "KIND": kind, "HAS_ZP": kind == 1, "BLOCK": 1024}
+    sig = {"X": xt, "S": "*fp32", "Z": "*u8" if yt == "*u8" else "*fp32", "Y": yt, "numel": "i32", "stride_c": "i32",
+           "C": "i32", "lo": "fp32", "hi": "fp32", **{c: "constexpr" for c in consts}}
+    k = triton.compile(ASTSource(fn=P._qdq_kernel, signature=sig, constexprs=consts), target=TARGET,
+                       options={"num_warps": 4})
+    report[name] = {"cubin": len(k.asm["cubin"])}
 print("REPORT" + json.dumps(report))
 '''
 
@@ -58,7 +67,7 @@ def test_quantized_gemm_compiles_for_sm90():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
-    assert len(report) == 7 and all(r["cubin"] > 0 for r in report.values())
+    assert len(report) == 7 + 4 and all(r["cubin"] > 0 for r in report.values())
     assert report["int8_q"]["int_mma"] and report["uint8_out"]["int_mma"] and report["int8_conv"]["int_mma"]
     assert report["fp8_q"]["fp8_mma"] and report["fp8_float"]["fp8_mma"] and report["fp8_conv"]["fp8_mma"]
     assert report["int8_q"]["fma"] == 0          # no contraction: the epilogue rounds like the reference
