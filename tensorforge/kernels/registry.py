@@ -10,6 +10,7 @@ engines; `instantiate(id, layer, device)` rebuilds the kernel from it at load ti
 `op="*"` registers a tactic that applies to every op (the generic reference tactic).
 """
 
+import importlib.util
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -124,4 +125,7 @@ def instantiate(tactic_id: str, layer: Layer, device: torch.device) -> Kernel:
             _load_optional()
         else:
             break
+    if name.startswith("triton") and importlib.util.find_spec("triton") is None:
+        raise ValueError(f"tactic {tactic_id} of layer {layer.name!r} needs Triton, which is not installed "
+                         "(pip install 'tensorforge[gpu]')")
     raise KeyError(f"tactic {tactic_id!r} for layer {layer.name!r} ({layer.op}) is not available in this tensorforge")

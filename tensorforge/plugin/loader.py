@@ -41,6 +41,10 @@ def _run(source: str, action) -> list[str]:
         raise PluginError(f"loading plugins from {source} called exit({e.code})", "remove the exit call") from e
     except Exception as e:  # noqa: BLE001 - user code: one line naming the source
         first = str(e).splitlines()[0] if str(e) else ""
+        if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] == "triton":
+            raise PluginError(f"loading plugins from {source} failed: it imports Triton, which is not installed",
+                              "pip install 'tensorforge[gpu]' (Triton kernels for CUDA GPUs); to load it on a "
+                              "CPU-only install too, import triton inside the impl") from e
         raise PluginError(f"loading plugins from {source} failed: {type(e).__name__}: {first}",
                           "fix the plugin file; run with --verbose for the traceback") from e
     finally:
