@@ -103,11 +103,14 @@ def _write(path: str, text: str) -> None:
 
 
 def _layer_lines(engine) -> list[str]:
+    from ..engine.scales import format_scales, layer_scales, tensor_scales
     lines = [f"engine {engine.name}: {len(engine.layers)} layers"]
+    scales = tensor_scales(engine)
     for i, layer in enumerate(engine.layers):
         outs = ", ".join(f"{o}: {engine.tensors[o].describe()}" for o in layer.outputs if o in engine.tensors)
+        quant = format_scales(*layer_scales(engine, layer, scales))
         lines.append(f"[{i}] {layer.name}: {layer.op} [{layer.precision}] {layer.tactic} -> {outs}"
-                     f"  (from {', '.join(layer.origin)})")
+                     f"  (from {', '.join(layer.origin)})" + (f"  {quant}" if quant else ""))
     return lines
 
 

@@ -21,7 +21,6 @@ import tempfile
 import time
 
 import numpy as np
-import onnx
 import torch
 
 from ..builder import BuilderConfig, build_engine
@@ -31,6 +30,7 @@ from ..compare.data import input_specs, load_feeds, make_feeds
 from ..compare.runners import OnnxRuntimeRunner
 from ..ir.interpret import propagate
 from ..parser import parse_model
+from ..parser.onnx_model import load_model_proto
 from ..runtime import ExecutionContext
 from ..util.device import resolve_device
 from ..util.errors import UsageError
@@ -193,7 +193,7 @@ def _precision(argv) -> int:
 
 def _search_and_report(args) -> int:
     device = resolve_device(args.device)
-    proto = onnx.load(args.model)
+    proto, _ = load_model_proto(args.model)
     specs = input_specs(proto)
     feeds = load_feeds(args.inputs) if args.inputs else make_feeds(specs)
     ref = OnnxRuntimeRunner(proto.SerializeToString()).run(feeds)

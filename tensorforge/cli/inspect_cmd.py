@@ -15,6 +15,7 @@ from collections import Counter
 from ..api.trt.capability import capability_report
 from ..builder.timing_cache import TimingCache
 from ..engine import from_bytes
+from ..engine.scales import format_scales, layer_scales, tensor_scales
 from ..engine.serialize import MAGIC, read_header
 from ..ir import dtype_name
 from ..parser.onnx_model import _opsets, load_model_proto
@@ -97,8 +98,10 @@ def inspect_engine(path: str, data: bytes) -> dict:
         return {"name": t.name, "dtype": dtype_name(t.dtype) if t.dtype is not None else "?",
                 "shape": list(t.shape) if t.shape is not None else None}
 
+    scales = tensor_scales(e)
     layers = [{"index": i, "name": layer.name, "op": layer.op, "origin": list(layer.origin), "tactic": layer.tactic,
                "precision": layer.precision, "placement": layer.placement,
+               "scales": dict(zip(("inputs", "outputs"), layer_scales(e, layer, scales))),
                "outputs": [io(e.tensors[o]) for o in layer.outputs if o in e.tensors]}
               for i, layer in enumerate(e.layers)]
     return {"kind": "engine", "path": path, "name": e.name, "bytes": len(data), "format_version": version,
@@ -128,6 +131,9 @@ def _engine_text(d: dict) -> list[str]:
         lines.append(f"  [{layer['index']}] {layer['name']}: {layer['op']} [{layer['precision']}{where}] "
                      f"{layer['tactic']} -> {outs}")
         lines.append(f"        origin (ONNX nodes or API layers): {', '.join(layer['origin'])}")
+        quant = format_scales(layer["scales"]["inputs"], layer["scales"]["outputs"])
+        if quant:
+            lines.append(f"        {quant}")
     plugins = d["plugins"]
     lines.append("plugins: " + ("none" if not plugins else ", ".join(
         f"{p.get('id', '?')} v{p.get('version', '?')} ({len(p.get('layers', []))} layer(s))" for p in plugins)))

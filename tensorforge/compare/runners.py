@@ -25,7 +25,7 @@ from ..runtime import ExecutionContext, load_engine_file
 from ..util.device import resolve_device
 from ..util.errors import UsageError
 
-PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISIONS = ("fp32", "fp16", "bf16", "int8", "fp8", "best")   # int8/fp8/best: calibrated on the compared inputs
 
 
 def node_outputs(model: onnx.ModelProto) -> dict[str, tuple[int, str, str]]:
@@ -108,11 +108,15 @@ class TensorforgeRunner(Runner):
         config = BuilderConfig(fp16=self.precision == "fp16", bf16=self.precision == "bf16", profiles=[profile],
                                optimization_level=self.optimization_level,
                                device=str(self.device) if self.device is not None else None)
+        if self.precision in ("int8", "fp8", "best"):     # calibrated on the inputs being compared (documented)
+            from ..builder.calibration import configure
+            configure(config, **{self.precision: True}, data=[dict(self._calibration_feeds)])
         self.engine = Engine(build_engine(net, config), self.device)
         self._shapes = shapes
 
     def run(self, feeds):
         shapes = {k: tuple(v.shape) for k, v in feeds.items()}
+        self._calibration_feeds = feeds
         if self.engine is None or shapes != self._shapes:
             self._build(shapes)
         return self.engine.run(dict(feeds))
@@ -207,7 +211,7 @@ def make_runner(spec: str, model, per_layer: bool = False, device=None, engine_p
     """A runner from its command-line name: tensorforge[-fp16|-bf16], onnxruntime, onnx-reference, engine."""
     if spec in ("tensorforge", "tensorforge-fp32"):
         return TensorforgeRunner(model, "fp32", device, per_layer, optimization_level)
-    if spec in ("tensorforge-fp16", "tensorforge-bf16"):
+    if spec in ("tensorforge-fp16", "tensorforge-bf16", "tensorforge-int8", "tensorforge-fp8", "tensorforge-best"):
         return TensorforgeRunner(model, spec.rsplit("-", 1)[1], device, per_layer, optimization_level)
     if spec in ("onnxruntime", "ort"):
         return OnnxRuntimeRunner(model, per_layer)
@@ -218,4 +222,5 @@ def make_runner(spec: str, model, per_layer: bool = False, device=None, engine_p
             raise UsageError("the engine runner needs an engine file", "give --engine model.engine")
         return EngineFileRunner(engine_path, device)
     raise UsageError(f"unknown runner {spec!r}",
-                     "choose from tensorforge, tensorforge-fp16, tensorforge-bf16, onnxruntime, onnx-reference, engine")
+                     "choose from tensorforge, tensorforge-fp16, tensorforge-bf16, tensorforge-int8, tensorforge-fp8, "
+                     "tensorforge-best, onnxruntime, onnx-reference, engine")

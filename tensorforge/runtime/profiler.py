@@ -18,6 +18,7 @@ from statistics import median
 import torch
 
 from ..engine import Engine
+from ..engine.scales import format_scales, layer_scales, tensor_scales
 from ..util.fileio import atomic_write
 
 
@@ -82,22 +83,26 @@ def profile_layers(ctx, feed: dict[str, torch.Tensor], iterations: int = 10, war
 
 
 # ---- layer information ----------------------------------------------------------------------------
-def _tensor_json(engine: Engine, name: str, where: str) -> dict:
+def _tensor_json(engine: Engine, name: str, where: str, scales: dict | None = None) -> dict:
     info = engine.tensors.get(name)
     dtype = str(info.dtype).replace("torch.", "") if info is not None and info.dtype is not None else "?"
     dims = list(info.shape) if info is not None and info.shape is not None else None
-    return {"Name": name, "Location": where, "Dimensions": dims, "Format/Datatype": f"Row major linear {dtype}"}
+    out = {"Name": name, "Location": where, "Dimensions": dims, "Format/Datatype": f"Row major linear {dtype}"}
+    if scales and name in scales:
+        out["Scale"] = scales[name]          # quantization scale (INT8: amax/127, FP8: amax/448)
+    return out
 
 
 def layer_info(engine: Engine) -> dict:
     layers = []
+    scales = tensor_scales(engine)
     for layer in engine.layers:
         where = "Host" if layer.placement == "host" else "Device"
         consts = [i for i in layer.inputs if i in engine.constants]
         layers.append({
             "Name": layer.name, "LayerType": layer.op,
-            "Inputs": [_tensor_json(engine, i, where) for i in layer.inputs if i and i not in engine.constants],
-            "Outputs": [_tensor_json(engine, o, where) for o in layer.outputs if o],
+            "Inputs": [_tensor_json(engine, i, where, scales) for i in layer.inputs if i and i not in engine.constants],
+            "Outputs": [_tensor_json(engine, o, where, scales) for o in layer.outputs if o],
             "Weights": [{"Name": c, "Count": int(engine.constants[c].numel())} for c in consts],
             "TacticName": layer.tactic, "Precision": layer.precision, "Placement": layer.placement,
             "Origin": list(layer.origin), "Metadata": f"[ONNX Layer: {', '.join(layer.origin)}]",
@@ -108,11 +113,13 @@ def layer_info(engine: Engine) -> dict:
 def format_layer_info(engine: Engine) -> str:
     """One line per layer: name, op, tactic, precision, placement and the ONNX nodes it came from."""
     lines = [f"=== Layer Information ({len(engine.layers)} layers) ==="]
+    scales = tensor_scales(engine)
     for i, layer in enumerate(engine.layers):
+        quant = format_scales(*layer_scales(engine, layer, scales))
         ins = ", ".join(i for i in layer.inputs if i)
         lines.append(f"[{i}] {layer.name}: {layer.op} ({ins}) -> ({', '.join(o for o in layer.outputs if o)}) "
                      f"tactic={layer.tactic} precision={layer.precision} placement={layer.placement} "
-                     f"onnx=[{', '.join(layer.origin)}]")
+                     f"onnx=[{', '.join(layer.origin)}]" + (f" {quant}" if quant else ""))
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@ round trip), --best, --stronglyTyped, --layerPrecisions/--layerOutputTypes, --pr
 --sparsity; outputs against onnxruntime through --exportOutput."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -127,3 +128,40 @@ def test_best_and_strongly_typed_build_and_match(setup, capsys):
                               *FAST], capsys)
         assert code == 0, log
         assert cosine(_output(out), want) > close
+
+
+def test_layer_info_inspect_and_convert_show_precision_and_scales(setup, capsys):
+    tmp, model, calib, _ = setup
+    engine, info = tmp / "m.engine", tmp / "layers.json"
+    code, log, _ = _exec([f"--onnx={model}", "--int8", f"--calibData={calib}", "--calibAlgo=minmax",
+                          f"--saveEngine={engine}", "--dumpLayerInfo", f"--exportLayerInfo={info}", "--skipInference",
+                          "--device=cpu"], capsys)
+    assert code == 0
+    amax = max(np.abs(np.load(f)["x"]).max() for f in sorted(calib.iterdir()))
+    scale = amax / 127                                                      # minmax: max |x| / 127
+    layers = json.loads(info.read_text())["Layers"]
+    q = next(la for la in layers if la["LayerType"] == "QuantizeLinear" and la["Inputs"][0]["Name"] == "x")
+    assert q["Inputs"][0]["Scale"] == pytest.approx(scale, rel=1e-6) and q["Precision"] == "int8"
+    assert re.search(r"QuantizeLinear .*precision=int8 .*scales in x=", log)
+    main(["inspect", str(engine)])
+    text = capsys.readouterr().out
+    assert f"scales in x={scale:.6g}" in text
+    main(["inspect", str(engine), "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert d["build"]["quantization"]["tensor_scales"]["x"] == pytest.approx(scale, rel=1e-6)
+    main(["convert", str(model), "-l", "--device=cpu"])
+    assert "[float32]" in capsys.readouterr().out
+
+
+def test_compare_accepts_int8_runners(setup, capsys):
+    tmp, model, _, _ = setup
+    code = main(["compare", str(model), "--runners=onnxruntime,tensorforge-int8", "--atol=0.5", "--rtol=0.5",
+                 "--device=cpu"])
+    out = capsys.readouterr().out
+    assert "tensorforge-int8" in out and code == 0, out
+
+
+def test_int8_without_ranges_uses_placeholders_with_a_warning(setup, capsys):
+    _, model, _, _ = setup
+    code, log, _ = _exec([f"--onnx={model}", "--int8", "--skipInference", "--device=cpu"], capsys)
+    assert code == 0 and "placeholder" in log and "accuracy is not kept" in log
