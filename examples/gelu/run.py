@@ -7,17 +7,23 @@ For each of three exports of the seed model (model.py):
 it runs `tensorforge exec --onnx=… --saveEngine=…` (build), then `tensorforge exec --loadEngine=… --loadInputs=…`
 (benchmark), loads the saved engine with `tfg.load` and compares its output with onnxruntime (legacy, dynamo)
 or PyTorch (plugin: onnxruntime has no kernel for custom::MyGelu). Runs on CUDA when present, else CPU.
+It prints, per export, the ONNX node count by op type → IR layers after parsing → engine layers after fusion
+(the legacy export's 10 nodes become one generated kernel), and the device time's min and median as
+`tensorforge exec` measured it (GPU Compute Time on CUDA, CPU Compute Time on the CPU; on a loaded machine
+the min is the steadier figure). Files (ONNX models, engines, the input) go to --out (examples/gelu/out/).
 
     python examples/gelu/run.py [--elements N] [--out DIR] [--iterations N]
 """
 
 import argparse
-import os
+import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import onnx
 import torch
 
 HERE = Path(__file__).resolve().parent
@@ -48,11 +54,28 @@ def tensorforge(*args: str) -> str:
     return proc.stdout
 
 
-def summary_line(log: str, key: str) -> str:
-    for line in log.splitlines():
-        if key in line:
-            return line.split("]", 2)[-1].strip() if "]" in line else line.strip()
-    return "?"
+def compute_times(log: str, label: str) -> tuple[float, float] | None:
+    """(min, median) ms of the `<label>: min = … ms, …, median = … ms` line of `tensorforge exec`'s summary."""
+    m = re.search(rf"{label}: min = ([0-9.e+-]+) ms, .*?median = ([0-9.e+-]+) ms", log)
+    return (float(m.group(1)), float(m.group(2))) if m else None
+
+
+def counts(items) -> str:
+    """'Div 2, Erf 2, Mul 4' — op types in first-seen order with their counts."""
+    return ", ".join(f"{op} {n}" for op, n in Counter(items).items())
+
+
+def fusion_line(onnx_path: Path, engine) -> str:
+    """ONNX nodes → IR layers right after parsing → engine layers after the passes fused them."""
+    from tensorforge.parser import parse_model
+    every = [n.op_type for n in onnx.load(str(onnx_path)).graph.node]
+    nodes = [op for op in every if op != "Constant"]
+    consts = len(every) - len(nodes)
+    parsed = parse_model(str(onnx_path)).layers
+    layers = [la.op for la in engine.data.layers]
+    return (f"{len(nodes)} ONNX nodes ({counts(nodes)}" + (f"; and {consts} Constant nodes" if consts else "")
+            + f") → {len(parsed)} IR layers after parsing → "
+            f"{len(layers)} engine layer{'s' if len(layers) != 1 else ''} after fusion ({counts(layers)})")
 
 
 def main() -> int:
@@ -68,7 +91,9 @@ def main() -> int:
     x = torch.randn(n // 1024, 1024)
     np.save(out / "x.npy", x.numpy())
     reference = torch.nn.functional.gelu(torch.nn.functional.gelu(x))
-    print(f"device: {'cuda' if cuda else 'cpu'}; x: {tuple(x.shape)} float32 ({x.numel() * 4 / 2**20:.0f} MiB)")
+    label = "GPU Compute Time" if cuda else "CPU Compute Time"
+    print(f"device: {'cuda' if cuda else 'cpu'}; x: {tuple(x.shape)} float32 ({x.numel() * 4 / 2**20:.0f} MiB); "
+          f"files go to {out}")
 
     rows = []
     cases = [("legacy", MyNet(), False, 11), ("dynamo", MyNet(), True, 20), ("plugin", MyNetPlugin(), False, 17)]
@@ -79,7 +104,8 @@ def main() -> int:
         tensorforge(f"--onnx={onnx_path}", f"--saveEngine={engine_path}", f"--shapes={shape}", "--skipInference")
         log = tensorforge(f"--loadEngine={engine_path}", f"--loadInputs=x:{out / 'x.npy'}",
                           f"--iterations={args.iterations}", "--duration=0", "--warmUp=100")
-        got = tfg.load(engine_path).run({"x": x})["y"].cpu().numpy().reshape(-1)   # the saved engine, in-process
+        engine = tfg.load(engine_path)                                         # the saved engine, in-process
+        got = engine.run({"x": x})["y"].cpu().numpy().reshape(-1)
         if name == "plugin":
             want, oracle = reference.numpy().reshape(-1), "torch"
         else:
@@ -88,12 +114,15 @@ def main() -> int:
             want, oracle = sess.run(None, {"x": x.numpy()})[0].reshape(-1), "onnxruntime"
         err = float(np.max(np.abs(got - want)))
         ok = np.allclose(got, want, rtol=1e-3, atol=1e-4)
-        rows.append((name, summary_line(log, "GPU Compute Time:"), oracle, err, ok))
+        rows.append((name, fusion_line(onnx_path, engine), compute_times(log, label), oracle, err, ok))
 
-    print("\n=== seed GELU example ===")
-    for name, compute, oracle, err, ok in rows:
-        print(f"{name:<7} {compute}\n        vs {oracle}: max |diff| {err:.3g} -> {'OK' if ok else 'MISMATCH'}")
-    return 0 if all(r[-1] for r in rows) else 1
+    print(f"\n=== seed GELU example ({args.iterations} timed runs each; {label}, min / median) ===")
+    for name, fusion, times, oracle, err, ok in rows:
+        t = f"{times[0]:.4g} ms / {times[1]:.4g} ms" if times else f"not found in the log ({label})"
+        print(f"{name:<7} {fusion}\n        {label}: {t}\n"
+              f"        vs {oracle}: max |diff| {err:.3g} -> {'OK' if ok else 'MISMATCH'}")
+    print(f"files: {out} (gelu_<export>.onnx, gelu_<export>.engine, x.npy)")
+    return 0 if all(r[-1] for r in rows) and all(r[2] for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -283,9 +283,10 @@ def _inference(engine, opts, device, log) -> None:
     for line in warnings:
         log.warn(line)
     if device.type == "cpu":
-        log.info("Note: on CPU, GPU Compute Time is the device compute time (host clock); H2D and D2H Latency "
+        log.info("Note: on CPU, CPU Compute Time is the device compute time (host clock); H2D and D2H Latency "
                  "are 0 because the device is the host.")
-    for line in perf_report.histogram_lines([t.compute for t in result.timed]):
+    for line in perf_report.histogram_lines([t.compute for t in result.timed],
+                                            label=perf_report.compute_label(device.type == "cpu")):
         log.info(line)
     log.info("Explanations of the performance metrics are printed in the verbose logs.")
     for line in perf_report.EXPLANATIONS:

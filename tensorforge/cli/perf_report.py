@@ -4,7 +4,8 @@ Entry points: `option_lines`/`device_lines` (the log's header), `summarize(value
 `summary_lines(result, percentiles)`, `average_lines(...)`, `histogram_lines(values)`, `times_records(result)`.
 Statistics follow trtexec: over the n timed queries sorted ascending, median = the middle value (mean of the
 two middle ones for even n) and percentile(p) = sorted[max(n - 1 - ⌊(100 - p)·n / 100⌋, 0)], so p = 100 is
-the max and p = 0 the min. Throughput = n / Total Host Walltime; Total GPU Compute Time = Σ compute.
+the max and p = 0 the min. Throughput = n / Total Host Walltime; Total GPU Compute Time = Σ compute (named
+CPU Compute Time when the engine runs on the CPU).
 """
 
 import math
@@ -57,18 +58,27 @@ METRICS = [("Latency", lambda t: t.latency), ("Enqueue Time", lambda t: t.enqueu
            ("GPU Compute Time", lambda t: t.compute), ("D2H Latency", lambda t: t.d2h)]
 
 
+def compute_label(host_is_device: bool) -> str:
+    """The device-time metric's name: trtexec's "GPU Compute Time", or "CPU Compute Time" when the engine runs
+    on the CPU (the host is the device)."""
+    return "CPU Compute Time" if host_is_device else "GPU Compute Time"
+
+
 def summary_lines(result: BenchResult, percentiles: list[float], host_is_device: bool = False
                   ) -> tuple[list[str], list[str]]:
     """(info lines, warning lines) of the `=== Performance summary ===` block. On CPU (`host_is_device`)
-    enqueue and compute are the same interval, so the enqueue-bound warning is meaningless and omitted."""
+    enqueue and compute are the same interval, so the enqueue-bound warning is meaningless and omitted, and the
+    compute metric is named CPU Compute Time."""
     timed = result.timed
     wall = result.walltime_ms
     stats = {label: summarize([get(t) for t in timed], percentiles) for label, get in METRICS}
     total_compute = sum(t.compute for t in timed)
     qps = len(timed) / wall * 1e3 if wall > 0 else float("inf")
+    shown = {"GPU Compute Time": compute_label(host_is_device)}
     info = ["=== Performance summary ===", f"Throughput: {_g(qps)} qps"]
-    info += [f"{label}: {stats_text(stats[label])}" for label, _ in METRICS]
-    info += [f"Total Host Walltime: {_g(wall / 1e3)} s", f"Total GPU Compute Time: {_g(total_compute / 1e3)} s"]
+    info += [f"{shown.get(label, label)}: {stats_text(stats[label])}" for label, _ in METRICS]
+    info += [f"Total Host Walltime: {_g(wall / 1e3)} s",
+             f"Total {compute_label(host_is_device)}: {_g(total_compute / 1e3)} s"]
     warn = []
     compute = stats["GPU Compute Time"]
     if not host_is_device and stats["Enqueue Time"].median > 0.8 * compute.median and compute.median > 0:
@@ -82,14 +92,16 @@ def summary_lines(result: BenchResult, percentiles: list[float], host_is_device:
     if compute.mean > 0:
         cv = math.sqrt(sum((t.compute - compute.mean) ** 2 for t in timed) / len(timed)) / compute.mean * 100
         if cv > 1.0:
-            warn.append(f"* GPU compute time is unstable, with coefficient of variance = {_g(cv)}%.")
+            warn.append(f"* {'CPU' if host_is_device else 'GPU'} compute time is unstable, with coefficient of "
+                        f"variance = {_g(cv)}%.")
     return info, warn
 
 
 EXPLANATIONS = [
     "=== Explanations of the performance metrics ===",
     "Total Host Walltime: host time from the start of the first timed query to the end of the last one.",
-    "GPU Compute Time: device time spent running the engine's layers for one query (host clock on CPU).",
+    "GPU Compute Time (CPU Compute Time on the CPU): device time spent running the engine's layers for one "
+    "query (host clock on CPU).",
     "Total GPU Compute Time: the sum of GPU Compute Time over all timed queries; much below Total Host Walltime "
     "means host overheads or transfers leave the device idle.",
     "Throughput: timed queries divided by Total Host Walltime.",
