@@ -4,7 +4,7 @@ The engine arrives as a file path in the deployment's `user_config` (never pickl
 it up and only then swaps it in, so a new path swaps the engine in place, and a replica whose engine fails to load
 raises (the deployment does not go healthy; the reason is in `serve status`). Requests are checked one by one,
 then batched with `@serve.batch` (row budget = the engine's batch maximum, two batches in flight) and executed in a
-worker thread. Metrics go through `ray.serve.metrics` (Prometheus on the Ray node's metrics port).
+worker thread; a request reaching an idle replica (nothing running, nothing waiting) runs at once, unbatched. Metrics go through `ray.serve.metrics` (Prometheus on the Ray node's metrics port).
 """
 
 import asyncio
@@ -44,6 +44,8 @@ class ModelServer:
         self.server_routes = server_routes
         self.model: EngineModel | None = None
         self.config: dict = {}
+        self._waiting = 0       # requests handed to the batcher and not yet picked up by a batch
+        self._running = 0       # engine runs in progress (batches or lone requests)
         tags = ("model", "protocol", "code")
         self.m_requests = metrics.Counter("tensorforge_requests", "v2 requests answered", tag_keys=tags)
         self.m_rows = metrics.Histogram("tensorforge_batch_rows", "rows per engine run (batched requests)",
@@ -71,6 +73,10 @@ class ModelServer:
     # ---- execution --------------------------------------------------------------------------
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.002, max_concurrent_batches=2, batch_size_fn=_rows)
     async def _batched(self, items: list) -> list:
+        self._waiting -= len(items)
+        return await self._execute(items)
+
+    async def _execute(self, items: list) -> list:
         model = self.model
         start = time.perf_counter()
         for _, _, queued in items:
@@ -79,10 +85,13 @@ class ModelServer:
         def work():
             outs = model.run_batch([feed for _, feed, _ in items])
             return [{k: v.cpu().numpy() for k, v in out.items()} for out in outs]
+        self._running += 1
         try:
             results = await asyncio.get_running_loop().run_in_executor(None, work)
         except Exception as e:  # noqa: BLE001 - every request of the batch gets the batch's error
             return [e] * len(items)
+        finally:
+            self._running -= 1
         rows = _rows(items)
         self.m_rows.observe(rows, tags={"model": model.name})
         self.m_engine.observe((time.perf_counter() - start) * 1e3, tags={"model": model.name})
@@ -92,7 +101,13 @@ class ModelServer:
         model = self.model
         rows = model.check({k: (_v2(v), tuple(v.shape)) for k, v in feeds.items()})
         tensors = {k: torch.from_numpy(v if v.flags.writeable else v.copy()) for k, v in feeds.items()}
-        result = await self._batched((rows, tensors, time.perf_counter()))
+        item = (rows, tensors, time.perf_counter())
+        if self._running == 0 and self._waiting == 0:
+            # an idle replica runs a lone request at once: waiting batch_wait_ms for company only pays under load
+            (result,) = await self._execute([item])
+        else:
+            self._waiting += 1
+            result = await self._batched(item)
         if isinstance(result, Exception):
             raise result
         return result

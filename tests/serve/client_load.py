@@ -6,6 +6,13 @@ import time
 import numpy as np
 import tritonclient.http as httpclient
 
+NOTES: list[str] = []       # measured numbers, printed in pytest's terminal summary (conftest.py)
+
+
+def note(line: str) -> None:
+    NOTES.append(line)
+
+
 V2 = {np.dtype(np.float32): "FP32", np.dtype(np.float16): "FP16", np.dtype(np.int64): "INT64", np.dtype(bool): "BOOL"}
 
 

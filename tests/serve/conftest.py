@@ -171,3 +171,11 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "serve_load: bounded load test of a served engine (≥ 2,000 requests)")
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:ray.*")
     config.addinivalue_line("filterwarnings", "ignore:.*PydanticDeprecatedSince20.*")
+
+
+def pytest_terminal_summary(terminalreporter):
+    from client_load import NOTES     # one module object for tests and this hook (conftest is loaded twice)
+    if NOTES:
+        terminalreporter.section("tests/serve measurements")
+        for line in NOTES:
+            terminalreporter.write_line(line)

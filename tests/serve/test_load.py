@@ -1,9 +1,8 @@
 """Bounded load on the Ray Serve application: ≥ 2,000 requests from 16 threads (one HTTP client each), every
 answer compared with engine.run; batching must show in Ray's Prometheus metrics and in the statistics extension.
-Throughput and p50/p99 are printed (and kept as test properties)."""
+Throughput and p50/p99 go to the terminal summary (and the test properties)."""
 
 import re
-import sys
 import time
 import urllib.request
 
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from client_load import Load, cases
+from client_load import Load, cases, note
 
 pytestmark = pytest.mark.serve_load
 
@@ -39,7 +38,9 @@ def test_load_2000_requests_16_threads(ray_server, ray_cluster, engine, record_p
     report = Load(ray_server.http, ray_server.model, work, threads=16, timeout_s=120).run()
     for k, v in report.items():
         record_property(k, v)
-    print(f"\nserve load (ray, 16 threads, rows 1-3): {report}", file=sys.__stderr__)
+    note(f"ray load, 16 threads x 1 HTTP client, 1-3 rows/request: {report['requests']} requests in "
+         f"{report['wall_s']:.1f} s = {report['throughput_rps']:.0f} req/s, p50 {report['p50_ms']:.1f} ms, "
+         f"p99 {report['p99_ms']:.1f} ms, {report['wrong']} wrong, {report['failed']} failed")
     assert report["requests"] == 2000 and report["wrong"] == 0 and report["failed"] == 0, report
 
     stats = httpclient.InferenceServerClient(ray_server.http).get_inference_statistics(ray_server.model)
@@ -55,8 +56,8 @@ def test_load_2000_requests_16_threads(ray_server, ray_cluster, engine, record_p
         time.sleep(1)
     record_property("engine_runs", total)
     record_property("engine_runs_over_1_row", batched)
-    print(f"engine runs {total:.0f}, of which {batched:.0f} with more than 1 row; batch sizes {sorted(sizes)}",
-          file=sys.__stderr__)
+    note(f"ray load: {total:.0f} engine runs, {batched:.0f} of more than 1 row (Prometheus); rows per run seen: "
+         f"{sorted(sizes)}")
     assert batched > 0, f"Prometheus shows no batch of more than 1 row ({total} runs)"
 
 
@@ -71,3 +72,38 @@ def test_metrics_count_requests(ray_server, ray_cluster):
             return
         time.sleep(1)
     pytest.fail("ray_tensorforge_requests_total never appeared")
+
+
+def test_per_request_overhead(ray_server, triton_server, engine):
+    """Sequential single-client latency of one 1-row request: engine.run in this process vs. over each wire
+    (docs/serving.md quotes these); every answer compared."""
+    import tritonclient.grpc as grpcclient
+
+    from client_load import infer_inputs
+    work = cases(engine, 200, np.random.default_rng(31), rows=(1,))
+    t0 = time.perf_counter()
+    for feed, _ in work:
+        engine.run(feed)
+    local_ms = (time.perf_counter() - t0) / len(work) * 1e3
+    rows = [f"engine.run in process: {local_ms:.2f} ms"]
+    for server in (ray_server, triton_server):
+        http = httpclient.InferenceServerClient(server.http)
+        grpc = grpcclient.InferenceServerClient(server.grpc)
+        for wire in ("http-binary", "grpc"):
+            lat = []
+            for feed, expected in work:
+                t = time.perf_counter()
+                if wire == "grpc":
+                    ins = []
+                    for name, arr in feed.items():
+                        g = grpcclient.InferInput(name, list(arr.shape), infer_inputs({name: arr})[0].datatype())
+                        g.set_data_from_numpy(arr)
+                        ins.append(g)
+                    result = grpc.infer(server.model, ins, headers=server.headers)
+                else:
+                    result = http.infer(server.model, infer_inputs(feed))
+                lat.append(time.perf_counter() - t)
+                np.testing.assert_array_equal(result.as_numpy("ii"), expected["ii"])
+            p50 = float(np.percentile(np.array(lat) * 1e3, 50))
+            rows.append(f"{server.kind} {wire}: p50 {p50:.2f} ms (+{p50 - local_ms:.2f} ms)")
+    note("one 1-row request, one client, sequential: " + "; ".join(rows))

@@ -3,14 +3,13 @@ process is killed by its PID during a bounded load: Ray restarts it, later reque
 
 import os
 import signal
-import sys
 import time
 
 import numpy as np
 import pytest
 from ray import serve
 
-from client_load import Load, cases
+from client_load import Load, cases, note
 from conftest import spec, wait_until
 
 NAME = "multi2"
@@ -63,8 +62,9 @@ def test_killed_replica_restarts_and_nothing_is_answered_wrong(two_replicas, ray
     assert killed_at, "the replica was never killed"
     failures = [r for r in load.records if r[2] == "failed"]
     record_property("failed_in_gap", len(failures))
-    print(f"\nkill test: {report}; killed pid {victim}; failed {len(failures)} "
-          f"({sorted({r[3][:80] for r in failures})[:3]})", file=sys.__stderr__)
+    note(f"kill test: replica pid {victim} killed after 300 of 1200 requests; {len(failures)} failed in the gap, "
+         f"{report['wrong']} wrong, {report['ok']} ok; {report['throughput_rps']:.0f} req/s; errors seen: "
+         f"{sorted({r[3][:80] for r in failures})[:2]}")
     assert report["wrong"] == 0, report
 
     # Ray replaces the replica: two live replicas again, one of them a new process
