@@ -112,7 +112,7 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
 
     inputs = [TensorInfo(n, net.tensors[n].dtype, net.tensors[n].shape) for n in net.inputs]
     outputs = [TensorInfo(n, net.tensors[n].dtype, net.tensors[n].shape) for n in net.outputs]
-    precision_info = precision_step.finish(config, prec)
+    precision_info = precision_step.finish(config, prec, net)
     build_time = time.perf_counter() - t0
     build_info = {**precision_info, "device": fingerprint(device), "flags": config.flags(), "tensorforge_version": __version__,
                   "torch_version": torch.__version__, "build_seconds": round(build_time, 3),

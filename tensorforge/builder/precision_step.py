@@ -20,6 +20,7 @@ from .calibration import quantize_network
 from .calibration.qdq_insert import QUANTIZED_OPS
 from .precision import PrecisionPlan, apply_precision
 from .precision_spec import TYPES, select
+from .sparsity import apply_sparsity
 
 _FLOAT = {"fp32", "fp16", "bf16"}
 
@@ -29,6 +30,7 @@ class PrecisionState:
     known: set[str] = field(default_factory=set)          # names of the original network (layers and origins)
     unmet: list[tuple[str, str]] = field(default_factory=list)
     quant: object | None = None                           # calibration.QuantizationResult
+    sparsity: object | None = None                        # sparsity.SparsityReport
 
 
 def _check_flags(config) -> None:
@@ -58,6 +60,9 @@ def begin(network: Network, config) -> PrecisionState:
 
 def quantize(net: Network, config, device, points: list[dict], state: PrecisionState) -> None:
     wanted = select(net, config.layer_precisions, "--layerPrecisions", state.known, get_logger())
+    if config.sparsity not in ("disable", "enable", "force"):
+        raise UsageError(f"sparsity {config.sparsity!r} is not disable, enable or force", "write --sparsity=enable")
+    state.sparsity = apply_sparsity(net, config.sparsity, device)
     quantizing = config.int8 or config.fp8 or config.best
     kind = "int8" if (config.int8 or config.best) else "fp8"
     for name, p in wanted.items():
@@ -108,7 +113,7 @@ def convert(net: Network, config, points: list[dict], output_dtypes: dict, state
     log.verbose(f"precision: {report.constants_converted} constant(s) converted, {report.casts_inserted} cast(s)")
 
 
-def finish(config, state: PrecisionState) -> dict:
+def finish(config, state: PrecisionState, net: Network | None = None) -> dict:
     log = get_logger()
     for name, why in state.unmet:
         if config.precision_constraints == "obey":
@@ -121,4 +126,11 @@ def finish(config, state: PrecisionState) -> dict:
         info["quantization"] = {"kind": state.quant.kind, "ranges": state.quant.origin,
                                 "layers": list(state.quant.report.layers),
                                 "tensor_scales": state.quant.scales()}
+    if state.sparsity is not None and state.sparsity.mode != "disable":
+        used = [la.name for la in (net.layers if net is not None else []) if la.op == "SparseGemm"
+                and la.tactic and "semi_structured" in la.tactic]
+        log.info(f"sparsity: {len(used)} layer(s) run the 2:4 sparse tactic" + (f": {', '.join(used)}" if used else ""))
+        info["sparsity"] = {"mode": state.sparsity.mode, "pruned": state.sparsity.pruned,
+                            "sparse_candidates": state.sparsity.sparse, "sparse_tactic": used,
+                            "dense": state.sparsity.skipped}
     return info

@@ -20,6 +20,7 @@ from . import cpu_onednn  # noqa: F401  (CPU: oneDNN linear with packed weights 
 from . import quant_int_mm  # noqa: F401  (QuantizedMatMul/Conv: torch._int_mm, exact int32, on CUDA and CPU)
 from . import fp8_scaled_mm  # noqa: F401  (QuantizedMatMul/Conv in FP8 E4M3: torch._scaled_mm on Hopper)
 from . import torch_rnn  # noqa: F401  (RNN/GRU/LSTM through torch's fused recurrent kernels)
+from . import sparse_gemm  # noqa: F401  (SparseGemm: 2:4 semi-structured sparse GEMM on CUDA, dense elsewhere)
 from .registry import optional_tactics  # noqa: E402
 
 

@@ -11,3 +11,4 @@ from . import control, sequence, quant, random, bitwise, detection, rnn, signal,
 from . import loss, attention, sequence_models, spatial, ml, training  # noqa: F401,E401
 from . import fused  # noqa: F401
 from . import quantized  # noqa: F401  (QuantizedConv/ConvTranspose/MatMul: Q/DQ fusion results)
+from . import sparse  # noqa: F401  (SparseGemm: 2:4 structured-sparse weights, --sparsity)
