@@ -7,6 +7,7 @@ instead of starting anything. Ray is imported only here, never by `import tensor
 """
 
 import argparse
+import signal
 import sys
 import time
 
@@ -93,6 +94,10 @@ def run(argv) -> int:
               f"(metadata application={n})")
     if args.address:
         return 0
+
+    def _stop(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, _stop)         # `kill` stops it as cleanly as Ctrl-C: Ray shut down, no orphans
     try:
         while True:
             time.sleep(3600)
