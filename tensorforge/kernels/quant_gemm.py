@@ -67,7 +67,7 @@ def make_gemm_kernel(layer, device, gemm, fused_epilogue=None, implicit_conv=Fal
         if conv and implicit_conv:
             geom = conv_geometry(x, w.shape, layer.attrs, 0 if is_fp8(x) else p.x_zp)
             y2 = fused_epilogue(x, b8, z8, w_zp, bias, residual_rows(res, geom["M"]), post, p, geom)
-            return [to_nchw(y2, geom["nhw"])]
+            return [to_nchw(y, geom["nhw"]) for y in (y2 if isinstance(y2, tuple) else (y2,))]
         if conv:
             a8, nhw = im2col(xa, w.shape, layer.attrs, z8)
             res2 = residual_rows(res, a8.shape[0])
@@ -82,5 +82,5 @@ def make_gemm_kernel(layer, device, gemm, fused_epilogue=None, implicit_conv=Fal
             if not is_fp8(x):
                 acc = zero_point_correction(acc, a8, b8, z8, w_zp)
             y2 = epilogue_2d(acc, bias, res2, p, post)
-        return [to_nchw(y2, nhw) if conv else y2.reshape(*lead, -1)]
+        return [to_nchw(y, nhw) if conv else y.reshape(*lead, -1) for y in (y2 if isinstance(y2, tuple) else (y2,))]
     return run

@@ -1,6 +1,7 @@
 """Tactics: QuantizedMatMul / QuantizedConv (int8 and fp8 E4M3) as one Triton GEMM whose epilogue — zero-point
 correction, per-channel requantize scale, bias, activation, the producer's own Q/DQ, post-Q bias, residual
-(quantized or float), and the next layer's Q — runs on the accumulator in registers.
+(quantized or float), and the next layer's Q (as the output, or as a second output beside the float one) —
+runs on the accumulator in registers.
 
     acc[m, n] = Σ_k A[m, k]·B[n, k]          int8 × int8 → int32 (tl.dot, IMMA/wgmma) or fp8 × fp8 → fp32
     acc      -= z'·Σ_k B[n, k]                (activation zero point; uint8 input is shifted to int8 first)
@@ -55,12 +56,15 @@ def _quantize(t, scale, zp, lo, hi, KIND: tl.constexpr):
 
 
 @triton.jit
-def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, M, N, K, s_am, s_ak, s_bn, s_bk, s_rm, s_rn, s_cm, s_cn,
+def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_am, s_ak, s_bn, s_bk, s_rm, s_rn, s_cm, s_cn,
                   x_zp, alpha, beta, mid_scale, mid_zp, mid_lo, mid_hi, res_scale, res_zp, y_scale, y_zp, y_lo, y_hi,
+                  q2_scale, q2_zp, q2_lo, q2_hi,
                   pad, H, W, CIN, OW, OHW, KW, sh, sw, ph, pw, dh, dw, sxn, sxh, sxw, sxc,
-                  CONV: tl.constexpr, SHIFT: tl.constexpr, FP8: tl.constexpr, HAS_ZP: tl.constexpr, PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr,
+                  CONV: tl.constexpr, SHIFT: tl.constexpr, FP8: tl.constexpr, HAS_ZP: tl.constexpr,
+                  PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr,
                   HAS_POST: tl.constexpr, RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr,
-                  MID: tl.constexpr, OUT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                  MID: tl.constexpr, OUT: tl.constexpr, OUT2: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                  BK: tl.constexpr,
                   G: tl.constexpr):
     pid = tl.program_id(0)
     num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
@@ -143,6 +147,11 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, M, N, K, s_am, s_ak, s_bn,
         tl.store(c_ptr, _quantize(t, y_scale, y_zp, y_lo, y_hi, 1).to(tl.int32).to(C.dtype.element_ty), mask=mask)
     else:
         tl.store(c_ptr, _quantize(t, y_scale, 0.0, 0.0, 0.0, 2).to(C.dtype.element_ty), mask=mask)  # exact
+    c2_ptr = C2 + rm[:, None].to(tl.int64) * s_cm + rn[None, :] * s_cn      # the second (quantized) output
+    if OUT2 == 1:
+        tl.store(c2_ptr, _quantize(t, q2_scale, q2_zp, q2_lo, q2_hi, 1).to(tl.int32).to(C2.dtype.element_ty), mask=mask)
+    elif OUT2 == 2:
+        tl.store(c2_ptr, _quantize(t, q2_scale, 0.0, 0.0, 0.0, 2).to(C2.dtype.element_ty), mask=mask)
 
 
 def _range(dtype_name: str) -> tuple[float, float]:
@@ -176,20 +185,25 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
     mid_kind = 0 if not at["mid_scale"] else _OUT_KIND[at["mid_dtype"]]
     mlo, mhi = _range(at["mid_dtype"])
     ylo, yhi = _range(at["y_dtype"])
+    out2_kind = _OUT_KIND[at["out2_dtype"]] if at.get("out2_scale") and not at["y_scale"] else 0
+    out2 = torch.empty((m, n), dtype=dtype_from_name(at["out2_dtype"]), device=a8.device) if out2_kind else out
+    qlo, qhi = _range(at.get("out2_dtype", ""))
     grid = (triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"]),)
     opts = {} if interpret else {"num_warps": cfg["warps"], "num_stages": cfg["stages"], "enable_fp_fusion": False}
     _qgemm_kernel[grid](
-        a8, b8, wsum, mult, bias if bias is not None else mult, post if post is not None else mult, r, out,
+        a8, b8, wsum, mult, bias if bias is not None else mult, post if post is not None else mult, r, out, out2,
         m, n, k, *sa, b8.stride(0), b8.stride(1), r.stride(0), r.stride(1),
         out.stride(0), out.stride(1), int(z8), float(at["alpha"]), float(at["beta"]),
         float(at["mid_scale"]), float(at["mid_zero_point"]), mlo, mhi,
         float(at["residual_scale"]), float(at["residual_zero_point"]),
-        float(at["y_scale"]), float(at["y_zero_point"]), ylo, yhi, *conv_args,
-        CONV=geom is not None, SHIFT=geom is not None and a8.dtype == torch.uint8, FP8=fp8, HAS_ZP=bool(z8) and not fp8, PER_CHANNEL=mult.numel() > 1, HAS_BIAS=bias is not None,
+        float(at["y_scale"]), float(at["y_zero_point"]), ylo, yhi,
+        float(at.get("out2_scale", 0.0)), float(at.get("out2_zero_point", 0)), qlo, qhi, *conv_args,
+        CONV=geom is not None, SHIFT=geom is not None and a8.dtype == torch.uint8, FP8=fp8,
+        HAS_ZP=bool(z8) and not fp8, PER_CHANNEL=mult.numel() > 1, HAS_BIAS=bias is not None,
         HAS_POST=post is not None, RES=res_kind, RES_FIRST=bool(at["residual_first"]), ACT=at["activation"],
-        MID=mid_kind, OUT=_OUT_KIND.get(at["y_dtype"], 0) if at["y_scale"] else 0,
+        MID=mid_kind, OUT=_OUT_KIND.get(at["y_dtype"], 0) if at["y_scale"] else 0, OUT2=out2_kind,
         BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], **opts)
-    return out
+    return (out, out2) if out2_kind else out
 
 
 def kernel_reason(layer) -> str | None:
@@ -200,7 +214,7 @@ def kernel_reason(layer) -> str | None:
     a = layer.attrs
     if a.get("w_zero_point"):
         return "asymmetric weights (w_zero_point ≠ 0): the Triton epilogue corrects the activation zero point only"
-    if a["y_scale"] and a["activation"] not in EXACT_ACTIVATIONS:
+    if (a["y_scale"] or a.get("out2_scale")) and a["activation"] not in EXACT_ACTIVATIONS:
         return (f"{a['activation']} before a quantized output: the Triton activation is not bit-exact to the "
                 f"reference (the builder checks int8 outputs exactly)")
     return None

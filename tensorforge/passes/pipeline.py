@@ -22,6 +22,7 @@ from .rules.conv_pool import fuse_conv_pool
 from .rules.horizontal_gemm import fuse_horizontal_gemms
 from .rules.identity import remove_noops
 from .rules.qdq import fuse_qdq
+from .rules.qdq_dual import fuse_output_quantize
 from .view_chains import collapse_view_chains
 from .rules.base import rule_pass
 
@@ -32,6 +33,7 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("constant-fold", 1, fold_constants),
     ("dead-code", 1, remove_dead_layers),
     ("cse", 1, eliminate_common_subexpressions),
+    ("qdq-second-output", 1, fuse_output_quantize),   # after cse: one Q per tensor and scale
     ("no-ops", 1, remove_noops),
     ("gather-view", 2, rule_pass(*gather_view.RULES)),
     ("fuse-gelu", 2, rule_pass(*gelu.RULES)),

@@ -164,3 +164,24 @@ def test_triton_fp8_conv_interpreted():
     cfg = {"BM": 16, "BN": 16, "BK": 32, "G": 1, "stages": 1, "warps": 1}
     got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)([x, w])[0]
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["QuantizedMatMul", "QuantizedConv"])
+def test_second_quantized_output(op):
+    """Float output plus the next layer's Q as a second output (passes/rules/qdq_dual.py): both tactics give
+    both outputs bit-exact to the reference."""
+    layer = _case_layer(op, torch.int8, -3, "float32", "Relu", "float", False)
+    layer.attrs.update(out2_scale=0.07, out2_zero_point=-4, out2_dtype="int8")
+    layer.outputs = ["y", "yq"]
+    inputs = _inputs(op, torch.int8, "float", True)
+    want = get_spec(op).reference(*inputs, **layer.attrs)
+    assert isinstance(want, tuple) and want[1].dtype == torch.int8
+    found, _ = candidates(layer, torch.device("cpu"))
+    int_mm = next(t for t, _ in found if t.name == "torch_int_mm").build(layer, {}, torch.device("cpu"))
+    cfg = {"BM": 32, "BN": 16, "BK": 32, "G": 2, "stages": 1, "warps": 1, "IMPLICIT": 1}
+    triton_k = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)
+    for kernel in (int_mm, triton_k):
+        got = kernel(inputs)
+        assert len(got) == 2
+        _compare(got[0], want[0])
+        _compare(got[1], want[1])

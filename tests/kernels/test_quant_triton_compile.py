@@ -1,5 +1,6 @@
-"""The quantized Triton GEMM (kernels/triton_int8_gemm.py) and the standalone Q/DQ kernel (quant_pointwise.py) compile for sm_90 — PTX and cubin through Triton's
-NVIDIA backend and ptxas, which run without a GPU — for int8 and fp8 operands, every output kind and epilogue,
+"""The quantized Triton GEMM (kernels/triton_int8_gemm.py) and the standalone Q/DQ kernel (quant_pointwise.py)
+compile for sm_90 — PTX and cubin through Triton's NVIDIA backend and ptxas, which run without a GPU — for int8
+and fp8 operands, every output kind and epilogue,
 with FMA contraction off (the bit-exact epilogue), and the int8 product really is an integer MMA in the PTX.
 Runs in a subprocess: TRITON_INTERPRET=1 (set for the whole test session) turns @triton.jit into the interpreter.
 """
@@ -21,7 +22,8 @@ from tensorforge.kernels import triton_int8_gemm as T
 TARGET = GPUTarget("cuda", 90, 32)
 report = {}
 ints = "M N K s_am s_ak s_bn s_bk s_rm s_rn s_cm s_cn x_zp".split()
-floats = "alpha beta mid_scale mid_zp mid_lo mid_hi res_scale res_zp y_scale y_zp y_lo y_hi".split()
+floats = ("alpha beta mid_scale mid_zp mid_lo mid_hi res_scale res_zp y_scale y_zp y_lo y_hi "
+          "q2_scale q2_zp q2_lo q2_hi").split()
 conv_ints = "pad H W CIN OW OHW KW sh sw ph pw dh dw sxn sxh sxw sxc".split()
 cases = [  # name, A/B type, residual type, output type, constexprs
     ("int8_conv", "*u8", "*i8", "*i8", dict(CONV=True, SHIFT=True, FP8=False, HAS_ZP=True, RES=2, MID=1, OUT=1,
@@ -36,12 +38,14 @@ cases = [  # name, A/B type, residual type, output type, constexprs
 ]
 for i, (name, ab, rt, ct, consts) in enumerate(cases):
     cfg = T.CONFIGS[i % len(T.CONFIGS)]
-    sig = {"A": ab, "B": "*i8" if ab == "*u8" else ab, "Wsum": "*i32", "Mult": "*fp32", "Bias": "*fp32", "Post": "*fp32", "R": rt, "C": ct,
-           **{n: "i32" for n in ints}, **{n: "fp32" for n in floats}, **{n: "i32" for n in conv_ints}}
+    types = {"A": ab, "B": "*i8" if ab == "*u8" else ab, "Wsum": "*i32", "Mult": "*fp32", "Bias": "*fp32",
+             "Post": "*fp32", "R": rt, "C": ct, "C2": "*i8", **{n: "i32" for n in ints},
+             **{n: "fp32" for n in floats}, **{n: "i32" for n in conv_ints}}
+    consts.setdefault("OUT2", 1 if name == "int8_float" else 0)
+    sig = {a: types.get(a, "constexpr") for a in T._qgemm_kernel.arg_names}
     consts = {"CONV": False, "SHIFT": False, **consts, "PER_CHANNEL": True, "HAS_BIAS": True,
               "HAS_POST": name == "int8_q",
               "BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "G": cfg["G"]}
-    sig.update({c: "constexpr" for c in consts})
     src = ASTSource(fn=T._qgemm_kernel, signature=sig, constexprs=consts)
     k = triton.compile(src, target=TARGET, options={"num_warps": cfg["warps"], "num_stages": cfg["stages"],
                                                       "enable_fp_fusion": False})

@@ -9,6 +9,8 @@ QuantizedMatMul — one op each with ONE torch reference, the exact semantics ev
     t    = t + DQ(r, s_r, z_r) | t + r  if a residual     (r quantized when residual_scale, else float)
     t    = act(t)                       if residual_first
     out  = Q(t, sy, zy) in y_dtype      if y_scale, else t in y_dtype (a float type)
+    out2 = Q(t, s2, z2) in out2_dtype   if out2_scale (float out only): a second output, the next layer's Q of a
+                                        tensor that other layers also read in float (passes/rules/qdq_dual.py)
 
 Q and DQ are ONNX's QuantizeLinear/DequantizeLinear (ir/ops/quant.py): round half to even, saturate. Activation
 scales and zero points are per tensor (attributes), weight scales and zero points per output channel (lists of
@@ -29,7 +31,8 @@ _QUANT = {"x_dtype": REQUIRED, "x_scale": REQUIRED, "x_zero_point": 0, "w_scale"
           "mid_scale": 0.0, "mid_zero_point": 0, "mid_dtype": "",
           "residual_scale": 0.0, "residual_zero_point": 0,
           "activation": "none", "alpha": 0.0, "beta": 0.0, "residual_first": 1,
-          "y_scale": 0.0, "y_zero_point": 0, "y_dtype": "float32"}
+          "y_scale": 0.0, "y_zero_point": 0, "y_dtype": "float32",
+          "out2_scale": 0.0, "out2_zero_point": 0, "out2_dtype": ""}
 
 
 def quantize(t: torch.Tensor, scale: float, zero_point, dtype: str) -> torch.Tensor:
@@ -87,6 +90,8 @@ def requantize(acc: torch.Tensor, mult: torch.Tensor, bias, residual, a: dict, c
         t = apply_activation(t, a["activation"], a["alpha"], a["beta"])
     if a["y_scale"]:
         return quantize(t, a["y_scale"], a["y_zero_point"], a["y_dtype"])
+    if a.get("out2_scale"):
+        return t.to(dtype_from_name(a["y_dtype"])), quantize(t, a["out2_scale"], a["out2_zero_point"], a["out2_dtype"])
     return t.to(dtype_from_name(a["y_dtype"]))
 
 

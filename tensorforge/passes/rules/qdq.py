@@ -179,7 +179,8 @@ class QDQFusion(Rule):
         act, alpha, beta = _activation_of(m, "act1" if m.get("act1") is not None else "act2")
         attrs = {**self.core_attrs(core), "activation": act, "alpha": alpha, "beta": beta,
                  "residual_first": 0 if m.get("act1") is not None else 1,
-                 "x_dtype": QUANT_TYPES[x.dtype], "x_scale": float(x.scale[0]), "x_zero_point": 0 if fp8 or x.zero_point is None
+                 "x_dtype": QUANT_TYPES[x.dtype], "x_scale": float(x.scale[0]),
+                 "x_zero_point": 0 if fp8 or x.zero_point is None
                  else int(x.zero_point.to(torch.int64)[0]),
                  "w_scale": [float(s) for s in w_scale.float()], "w_zero_point": w_zp}
         if m.get("mid_q") is not None:
