@@ -11,16 +11,22 @@ import json
 import os
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import spec_overrides  # noqa: E402
-from suite_config import MIN_PASSING  # noqa: E402
+from suite_config import MIN_PASSING, is_full_run as _full  # noqa: E402
 
 SUITE_FILE = "onnx_backend/test_backend_suite.py"
 _counts = {"passed": 0, "failed": 0, "skipped": 0, "xfailed": 0, "selected": 0, "deselected": 0}
+_start = [time.monotonic()]
+
+
+def pytest_sessionstart(session):
+    _start[0] = time.monotonic()
 
 
 def _is_suite(nodeid: str) -> bool:
@@ -36,10 +42,8 @@ def pytest_collection_finish(session):
 
 
 def is_full_run(config) -> bool:
-    """The whole suite file was selected (see the module docstring)."""
-    narrowed = any("test_backend_suite.py::" in str(a) for a in config.args)
-    return bool(_counts["selected"]) and not _counts["deselected"] and not narrowed \
-        and not config.option.collectonly
+    """The whole suite file was selected (suite_config.is_full_run)."""
+    return _full(_counts["selected"], _counts["deselected"], config.args, config.option.collectonly)
 
 
 def pytest_runtest_logreport(report):
@@ -82,7 +86,8 @@ def write_results(path: Path) -> None:
             "excluded": _counts["skipped"], "cases": _counts["selected"], "min_passing": MIN_PASSING,
             "expected_outputs_replaced_by_spec": sorted(spec_overrides.OVERRIDDEN),
             "onnx": metadata.version("onnx"), "ml_dtypes": metadata.version("ml_dtypes"),
-            "commit": _commit(), "date": datetime.date.today().isoformat(), "device": "cpu"}
+            "commit": _commit(), "date": datetime.date.today().isoformat(), "device": "cpu",
+            "seconds": round(time.monotonic() - _start[0], 1)}
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)

@@ -1,0 +1,73 @@
+"""README.md's "Where it stands" block is generated from the results files (tools/gen_readme_status.py); this
+fails when the block is stale, and shows that the block follows the files (a changed number changes it)."""
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _gen():
+    spec = importlib.util.spec_from_file_location("gen_readme_status", ROOT / "tools" / "gen_readme_status.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_status_block_is_current():
+    gen = _gen()
+    readme = (ROOT / "README.md").read_text()
+    assert gen.replace_block(readme, gen.render()) == readme, \
+        "README.md's status block is stale: run `.venv/bin/python tools/gen_readme_status.py`"
+
+
+def _copy_results(tmp_path: Path) -> Path:
+    (tmp_path / "bench").mkdir()
+    shutil.copytree(ROOT / "bench" / "results", tmp_path / "bench" / "results",
+                    ignore=shutil.ignore_patterns("*.png", "*.md"))
+    (tmp_path / "tests" / "onnx_backend").mkdir(parents=True)
+    return tmp_path
+
+
+def test_block_follows_the_files(tmp_path):
+    gen = _gen()
+    root = _copy_results(tmp_path)
+    (root / "tests" / "onnx_backend" / "results.json").write_text(json.dumps(
+        {"passed": 1234, "cases": 2033, "failed": 5, "onnx": "1.23.2", "commit": "abc1234"}))
+    block = gen.render(root)
+    assert "1234 of 2033 cases pass (5 failed)" in block and "commit abc1234" in block
+    fp16 = root / "bench" / "results" / "nvidia-h200.json"
+    data = json.loads(fp16.read_text())
+    row = data["zoo"][0]
+    for k in ("strongest_peer", "ratio_vs_strongest"):
+        row.pop(k, None)
+    row["runners"] = {"tensorforge": {"median_ms": 3.0}, "compile+graph": {"median_ms": 2.0},
+                      "freeze+graph": {"median_ms": 1.5}, "device copy": {"median_ms": 0.1}}
+    fp16.write_text(json.dumps(data))
+    changed = gen.render(root)
+    assert changed != block
+    assert f"{row['model']} b{row['batch']} 2.00× (freeze+graph)" in changed     # 3.0 / 1.5, copy not a peer
+
+
+def test_missing_and_odd_fields_do_not_break_it(tmp_path):
+    gen = _gen()
+    res = tmp_path / "bench" / "results"
+    res.mkdir(parents=True)
+    (res / "nvidia-h200.json").write_text(json.dumps({"zoo": [{"model": "m", "batch": 1, "error": "boom"},
+                                                              {"model": "n", "batch": 2, "runners": {}}, 7]}))
+    (res / "nvidia-h200-fp32.json").write_text("not json")
+    (res / "cpu-x86_64.json").write_text(json.dumps({"rows": [{"model": "g", "tensorforge": {"median_ms": 1.0},
+                                                                "onnxruntime": {"median_ms": 2.0}}]}))
+    block = gen.render(tmp_path)
+    assert "in 0 of 0 timed cases" in block and "Not measured: n b2; m b1" in block
+    assert "g 0.50×" in block and "no results recorded" in block
+
+
+def test_markers_are_required():
+    gen = _gen()
+    with pytest.raises(ValueError, match="exactly one status block"):
+        gen.replace_block("# no block here\n", gen.render())
