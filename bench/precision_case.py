@@ -4,8 +4,9 @@ Entry point: `run_model(name, onnx_bytes, batches, precisions, ...)` → rows, o
 Builds: `tfg.build(onnx, fp16=True, int8=True, calibration_data=feeds, shapes=..., device=...)`; `fp8=True` likewise;
 `best=True` (every precision allowed). INT8/FP8 rows also allow fp16 for the layers they do not quantize (trtexec's
 `--int8 --fp16`, how TensorRT's INT8 numbers are measured). A build that raises gives a row "not run: <error>".
-Calibration: CALIB_INPUTS inputs (seeded CALIB_SEED…, as CALIB_INPUTS / CALIB_BATCH feeds of CALIB_BATCH), distinct
-from the TEST_INPUTS test inputs (seed TEST_SEED) and from the timing input (seeded by the batch size). Accuracy:
+Calibration: CALIB_INPUTS inputs (seeds CALIB_SEED…), fed at the engine's batch (calibration runs the network at
+its build shapes; a batch above CALIB_INPUTS repeats them), distinct from the TEST_INPUTS test inputs (seed
+TEST_SEED) and from the timing input (seeded by the batch size). Accuracy:
 every engine runs the test set (in chunks of its batch; a batch larger than the set repeats it) and is compared with
 fp32 onnxruntime on the same inputs: cosine (target ≥ 0.99) and, for classifiers, top-1 agreement (accuracy.py).
 Throughput = batch / median latency; speedup = fp16 median ÷ this engine's median (same run).
@@ -29,22 +30,33 @@ TENSORRT_RESNET50_INT8_IMG_S = 94600        # MLPerf Inference offline, per H200
 PRECISIONS = ["fp16", "int8", "fp8", "best"]
 
 
-def calibration_feeds(name: str) -> list[dict]:
-    return [{"input": zoo.example(name, CALIB_BATCH, seed=CALIB_SEED + k).numpy()}
-            for k in range(CALIB_INPUTS // CALIB_BATCH)]
+def calibration_inputs(name: str) -> np.ndarray:
+    return np.concatenate([zoo.example(name, CALIB_BATCH, seed=CALIB_SEED + k).numpy()
+                           for k in range(CALIB_INPUTS // CALIB_BATCH)])
+
+
+def calibration_feeds(name: str, batch: int) -> list[dict]:
+    """The CALIB_INPUTS calibration inputs as feeds of the engine's batch (calibration runs the network at the
+    shapes it is built for): batch ≤ CALIB_INPUTS → ⌈CALIB_INPUTS / batch⌉ feeds; a larger batch → one feed that
+    repeats the inputs (the same distribution, each sample counted batch / CALIB_INPUTS times)."""
+    xs = calibration_inputs(name)
+    n = len(xs)
+    feeds = max(1, -(-n // batch))
+    pool = np.concatenate([xs] * -(-(feeds * batch) // n))
+    return [{"input": np.ascontiguousarray(pool[k * batch:(k + 1) * batch])} for k in range(feeds)]
 
 
 def test_inputs(name: str) -> np.ndarray:
     return zoo.example(name, TEST_INPUTS, seed=TEST_SEED).numpy()
 
 
-def build_flags(precision: str, name: str) -> dict:
+def build_flags(precision: str, name: str, batch: int = 1) -> dict:
     if precision == "fp16":
         return {"fp16": True}
     if precision in ("int8", "fp8"):
-        return {"fp16": True, precision: True, "calibration_data": calibration_feeds(name)}
+        return {"fp16": True, precision: True, "calibration_data": calibration_feeds(name, batch)}
     if precision == "best":
-        return {"best": True, "calibration_data": calibration_feeds(name)}
+        return {"best": True, "calibration_data": calibration_feeds(name, batch)}
     raise ValueError(f"unknown precision {precision!r} (one of {', '.join(PRECISIONS)})")
 
 
@@ -112,7 +124,7 @@ def run_model(name: str, onnx_bytes: bytes, batches: list[int], precisions: list
                 continue
             try:
                 engine = tfg.build(onnx_bytes, shapes={"input": zoo.input_shape(name, batch)}, device=device,
-                                   timing_cache=cache_path, **build_flags(precision, name))
+                                   timing_cache=cache_path, **build_flags(precision, name, batch))
             except Exception as e:  # noqa: BLE001 - the row says why, the run goes on
                 row["error"] = f"not run: {_error_line(e)}"
                 log(f"{name} b{batch} {precision}: {row['error']}")

@@ -149,6 +149,9 @@ def make_plan(args) -> list[dict]:
         cases += slow
     if args.real_models and "build" not in args.skips:      # real-model build costs: right after the fp16 part
         cases.append({"kind": "real", "est": 30.0 * len(_real_names(args))})
+    if "dynamic" in args.parts:
+        cases += [{"kind": "dynamic", "model": m, "est": plan.dynamic_s(m)} for m in models
+                  if m in args.dynamic_models.split(",")]
     if "precision" in args.parts:
         import precision_case
         missing = {p: precision_case.unsupported(p) for p in args.precision_list if p != "fp16"}
@@ -160,9 +163,6 @@ def make_plan(args) -> list[dict]:
                         continue
                     est = 0.5 if nothing else plan.precision_s(m, b, p, "fp16" in args.parts and b in args.batches_list)
                     cases.append({"kind": "precision", "model": m, "batch": b, "precision": p, "est": est})
-    if "dynamic" in args.parts:
-        cases += [{"kind": "dynamic", "model": m, "est": plan.dynamic_s(m)} for m in models
-                  if m in args.dynamic_models.split(",")]
     if "fp32" in args.parts:
         for m in models:
             for b in args.batches_list:

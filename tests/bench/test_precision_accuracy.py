@@ -69,14 +69,17 @@ def test_test_set_runs_in_chunks_of_the_engine_batch(batch, calls):
     assert len(ctx.seen) == calls
 
 
-def test_calibration_and_test_sets_are_distinct_and_sized():
-    import torch  # noqa: F401 - zoo needs it
-    feeds = precision_case.calibration_feeds("tiny_cnn")
-    cal = np.concatenate([f["input"] for f in feeds])
+@pytest.mark.parametrize("batch,feeds", [(1, 32), (8, 4), (32, 1), (5, 7), (256, 1)])
+def test_calibration_feeds_have_the_engine_batch_and_cover_the_set_distinct_from_the_test_set(batch, feeds):
+    cal = precision_case.calibration_feeds("tiny_cnn", batch)
+    assert len(cal) == feeds and all(f["input"].shape[0] == batch for f in cal)
+    inputs = precision_case.calibration_inputs("tiny_cnn")
+    assert len(inputs) == precision_case.CALIB_INPUTS == 32
+    seen = {row.tobytes() for f in cal for row in f["input"]}
+    assert seen == {row.tobytes() for row in inputs}                 # every calibration input, nothing else
     test = precision_case.test_inputs("tiny_cnn")
-    assert cal.shape[0] == precision_case.CALIB_INPUTS == 32 and test.shape[0] == precision_case.TEST_INPUTS == 64
-    flat_test = {row.tobytes() for row in test}
-    assert not any(row.tobytes() in flat_test for row in cal)
+    assert test.shape[0] == precision_case.TEST_INPUTS == 64
+    assert not seen & {row.tobytes() for row in test}
 
 
 def test_an_option_build_does_not_take_is_not_run_and_an_unapplied_flag_is_caught(monkeypatch):
