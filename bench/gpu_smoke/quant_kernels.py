@@ -150,6 +150,26 @@ def convs():
                             f8, fp16)
 
 
+def standalone_qdq():
+    """Q/DQ layers that run as written: the Triton and torch_float tactics bit-exact to the reference, timed."""
+    from tensorforge.kernels import quant_pointwise as qp
+    x = torch.randn(256, 64, 56, 56, device=DEV, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    s, z = torch.tensor(0.03, device=DEV), torch.tensor(-2, dtype=torch.int8, device=DEV)
+    for op, args in (("QuantizeLinear", None), ("DequantizeLinear", None)):
+        layer = Layer("q", op, ["x", "s", "z"], ["y"], get_spec(op).resolve_attrs({"axis": 1}))
+        inp = [x, s, z] if op == "QuantizeLinear" else [get_spec("QuantizeLinear").reference(x, s, z), s, z]
+        want = get_spec(op).reference(*inp, **layer.attrs)
+        ref_ms = bench_ms(lambda: get_spec(op).reference(*inp, **layer.attrs), iters=5)
+        for tname, fn in (("triton_qdq", lambda: qp.triton_qdq(layer, inp, 4096)),
+                          ("torch_float", lambda: (qp.torch_quantize if op == "QuantizeLinear"
+                                                   else qp.torch_dequantize)(*inp, layer))):
+            got = fn()
+            ok = got.dtype == want.dtype and torch.equal(got, want)
+            ms = bench_ms(fn)
+            line(ok, f"{op}_{tname}_256x64x56x56", f"{'bit-exact' if ok else 'DIFFERS'} {ms:.3f} ms "
+                 f"(reference {ref_ms:.3f} ms)")
+
+
 def end_to_end():
     import numpy as np
     import tensorforge as tfg
@@ -184,7 +204,7 @@ def main():
         print("FAIL no CUDA device")
         sys.exit(1)
     print(f"device {torch.cuda.get_device_name()} torch {torch.__version__}")
-    for part in (end_to_end, gemms, convs):
+    for part in (end_to_end, standalone_qdq, gemms, convs):
         try:
             part()
         except Exception as e:  # noqa: BLE001 - one FAIL line per broken part, the others still run
