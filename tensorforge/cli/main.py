@@ -22,7 +22,9 @@ COMMANDS = {
     "export-triton": ("tensorforge.cli.export_triton_cmd", "write a Triton model repository for an engine"),
 }
 
-USAGE = "usage: tensorforge {exec,convert,inspect,compare,serve,export-triton} [options]   (tensorforge COMMAND --help for details)"
+# one line per subcommand above is all a new one needs; its module is imported only when it is run, so
+# `tensorforge --help` loads no torch (each module: `run(argv) -> exit code`)
+USAGE = f"usage: tensorforge {{{','.join(COMMANDS)}}} [options]   (tensorforge COMMAND --help for details)"
 
 
 def _verbose(argv) -> bool:
