@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command on a fresh machine: set up .venv, then run the seed flow (examples/gelu/run.py).
 # The first run builds .venv from requirements-ci.lock (README.md says how long that took from nothing);
-# later runs reuse it and take about a minute on the CPU. Files go to examples/gelu/out/ (or --out DIR).
+# later runs reuse it (README.md lists the times measured). Files go to examples/gelu/out/ (or --out DIR).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ ! -x .venv/bin/python ]; then
