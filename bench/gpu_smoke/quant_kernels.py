@@ -155,7 +155,7 @@ def standalone_qdq():
     from tensorforge.kernels import quant_pointwise as qp
     x = torch.randn(256, 64, 56, 56, device=DEV, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
     s, z = torch.tensor(0.03, device=DEV), torch.tensor(-2, dtype=torch.int8, device=DEV)
-    for op, args in (("QuantizeLinear", None), ("DequantizeLinear", None)):
+    for op in ("QuantizeLinear", "DequantizeLinear"):
         layer = Layer("q", op, ["x", "s", "z"], ["y"], get_spec(op).resolve_attrs({"axis": 1}))
         inp = [x, s, z] if op == "QuantizeLinear" else [get_spec("QuantizeLinear").reference(x, s, z), s, z]
         want = get_spec(op).reference(*inp, **layer.attrs)

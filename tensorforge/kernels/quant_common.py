@@ -50,8 +50,8 @@ def conv_is_gemm_reason(layer) -> str | None:
     if a.get("group", 1) != 1:
         return f"grouped convolution (group={a.get('group')}) runs on the reference"
     ks = a.get("kernel_shape")
-    if ks is not None and len(ks) != 2:
-        return f"{len(ks)}-D convolution; the GEMM path takes 2-D convolutions"
+    if ks is None or len(ks) != 2:
+        return f"kernel_shape {ks}: the GEMM path takes 2-D convolutions with a known kernel shape"
     if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         return f"auto_pad={a['auto_pad']}"
     return None

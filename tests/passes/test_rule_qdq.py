@@ -226,3 +226,22 @@ def test_implicit_int8_qdq_layers_fuse_the_same_way():
     step = 4.0 / 127
     for k in a:      # a float output: the int32 sum is exact, the unfused float conv rounds — far below a step
         assert steps_off(b[k], a[k], step).max() < 1e-3
+
+
+def test_scales_and_weights_routed_through_identity_still_fuse():
+    g = G()
+    x = g.input("x", [4, 16])
+    w = (RNG.randn(16, 8) * 0.3).astype(np.float32)
+    s = channel_scales(w, 1)
+    wq = np.clip(np.round(w / s), -127, 127).astype(np.int8)
+    w_id = g.node("Identity", [g.const(wq)])
+    s_id = g.node("Identity", [g.const(s)])
+    wd = g.node("DequantizeLinear", [w_id, s_id, g.const(np.zeros(8, np.int8))], axis=1)
+    xs = g.node("Identity", [g.const(np.float32(0.05))])
+    xd = g.node("DequantizeLinear", [g.node("QuantizeLinear", [x, xs, g.const(np.int8(0))]), xs,
+                                     g.const(np.int8(0))])
+    y = g.node("MatMul", [xd, wd])
+    g.output(g.dq(g.q(y, 0.1, 0, np.int8), 0.1, 0, np.int8))
+    model = g.model()
+    engine, _ = _check_exact(model, _feeds(model, x=(4, 16)), 0.1)
+    assert ops(engine).count("QuantizedMatMul") == 1

@@ -27,12 +27,25 @@ class Dequant:
     layer_name: str
 
 
+def constant_through(g: Graph, name: str) -> torch.Tensor | None:
+    """The constant `name` is, also through Identity layers (some exporters route scales through them)."""
+    for _ in range(8):
+        c = g.constant(name)
+        if c is not None or not name:
+            return c
+        layer = g.producer(name)
+        if layer is None or layer.op != "Identity":
+            return None
+        name = layer.inputs[0]
+    return None
+
+
 def _scale_zp(g: Graph, layer, what: str):
-    scale = g.constant(layer.inputs[1]) if len(layer.inputs) > 1 else None
+    scale = constant_through(g, layer.inputs[1]) if len(layer.inputs) > 1 else None
     if scale is None:
         return None, None, f"the scale of {what} {layer.name!r} is computed at run time"
     zp_name = layer.inputs[2] if len(layer.inputs) > 2 else ""
-    zp = g.constant(zp_name) if zp_name else None
+    zp = constant_through(g, zp_name) if zp_name else None
     if zp_name and zp is None:
         return None, None, f"the zero point of {what} {layer.name!r} is computed at run time"
     if layer.attrs.get("block_size", 0):
@@ -73,18 +86,18 @@ def per_tensor(d: Dequant, what: str) -> str | None:
 def quantized_constant(g: Graph, d: Dequant) -> tuple[torch.Tensor | None, str | None]:
     """The stored int8/uint8/fp8 value a weight DQ reads: a constant, or QuantizeLinear of a float constant
     with the same scale (ModelOpt / PyTorch fake-quant export), evaluated here by its reference."""
-    c = g.constant(d.source)
+    c = constant_through(g, d.source)
     if c is not None:
         return c, None
     q = g.producer(d.source)
-    if q is None or q.op != "QuantizeLinear" or g.constant(q.inputs[0]) is None:
+    if q is None or q.op != "QuantizeLinear" or constant_through(g, q.inputs[0]) is None:
         return None, f"the weights {d.source!r} are computed at run time"
     scale, zp, why = _scale_zp(g, q, "QuantizeLinear")
     if why:
         return None, why
     if not torch.equal(scale, d.scale):
         return None, f"QuantizeLinear {q.name!r} and DequantizeLinear {d.layer_name!r} use different scales"
-    ins = [g.constant(i) if i else None for i in q.inputs]
+    ins = [constant_through(g, i) if i else None for i in q.inputs]
     return get_spec("QuantizeLinear").reference(*ins, **q.attrs), None
 
 
