@@ -54,10 +54,10 @@ def q8(shape, dtype=torch.int8):
     return torch.randint(lo, hi + 1, shape, dtype=torch.int16, device=DEV).to(dtype)
 
 
-def make_layer(op, n_out, fp8=False, conv=None, uint8=False):
+def make_layer(op, n_out, fp8=False, conv=None, uint8=False, act="Relu"):
     attrs = dict(x_dtype="float8_e4m3fn" if fp8 else ("uint8" if uint8 else "int8"), x_scale=0.02,
                  x_zero_point=0 if fp8 else (120 if uint8 else -3),
-                 w_scale=(torch.rand(n_out) * 0.004 + 0.001).tolist(), activation="Relu",
+                 w_scale=(torch.rand(n_out) * 0.004 + 0.001).tolist(), activation=act,
                  y_scale=0.1 if not fp8 else 1e-4, y_zero_point=0 if fp8 else 2,
                  y_dtype="float8_e4m3fn" if fp8 else "int8")
     if conv:
@@ -115,7 +115,10 @@ def gemms():
         a16, w16 = torch.randn(m, k, device=DEV, dtype=torch.float16), torch.randn(n, k, device=DEV, dtype=torch.float16)
         b = torch.randn(n, device=DEV) * 0.1
         fp16 = lambda: torch.relu(torch.addmm(b.half(), a16, w16.t()))  # noqa: E731
-        run_tactics(f"bert_{label}_int8", make_layer("QuantizedMatMul", n), [q8((m, k)), q8((n, k)), b], fp16)
+        act = "Gelu" if label == "ffn1" else "Relu"      # ffn1: is the Triton GELU epilogue bit-exact on the GPU?
+        fp16 = (lambda: F.gelu(torch.addmm(b.half(), a16, w16.t()))) if act == "Gelu" else fp16
+        run_tactics(f"bert_{label}_{act.lower()}_int8", make_layer("QuantizedMatMul", n, act=act),
+                    [q8((m, k)), q8((n, k)), b], fp16)
         f8 = [(torch.randn(m, k, device=DEV) * 2).to(torch.float8_e4m3fn),
               torch.randn(n, k, device=DEV).to(torch.float8_e4m3fn), b]
         run_tactics(f"bert_{label}_fp8", make_layer("QuantizedMatMul", n, fp8=True), f8, fp16)

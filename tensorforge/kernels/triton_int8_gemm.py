@@ -6,7 +6,8 @@ runs on the accumulator in registers.
     acc[m, n] = Σ_k A[m, k]·B[n, k]          int8 × int8 → int32 (tl.dot, IMMA/wgmma) or fp8 × fp8 → fp32
     acc      -= z'·Σ_k B[n, k]                (activation zero point; uint8 input is shifted to int8 first)
     out       = epilogue(acc) as in ir/ops/quantized.py, quantized with round-half-even (1.5·2²³ trick) and
-                IEEE division (div_rn), FMA contraction off: bit-exact to the reference for the exact activations
+                IEEE division (div_rn), FMA contraction off: bit-exact to the reference (none/ReLU/Clip/LeakyReLU;
+                GELU as torch's CUDA kernel computes it)
 A (M, K) row-major (im2col or the NHWC view of the input for a convolution) or, IMPLICIT=1, the convolution
 input itself read as an implicit GEMM (row m = output pixel, column k = (r, s, c); outside the image the zero
 point is loaded, a real 0) — no im2col copy; B (N, K) the stored weights, in (r, s, c) column order.
@@ -29,7 +30,9 @@ CONFIGS = [     # int8/fp8 MMA wants K steps of 64–128 bytes
     {"BM": 64, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 4},
     {"BM": 64, "BN": 64, "BK": 128, "G": 8, "stages": 4, "warps": 4},
 ]
-EXACT_ACTIVATIONS = ("none", "Relu", "Clip", "LeakyRelu")
+# activations whose Triton form rounds like the reference on CUDA: exact ops, and Gelu as torch's CUDA kernel
+# writes it, x·0.5·(1 + erf(x·√½)) with libdevice's erff (the builder's exact check on int8 outputs is the judge)
+EXACT_ACTIVATIONS = ("none", "Relu", "Clip", "LeakyRelu", "Gelu")
 _OUT_KIND = {"int8": 1, "uint8": 1, "float8_e4m3fn": 2}
 _MAGIC = tl.constexpr(12582912.0)   # 1.5·2²³: (v + M) − M rounds |v| < 2²² to the nearest integer, ties to even
 

@@ -144,7 +144,7 @@ def test_triton_fp8_gemm_interpreted():
 
 
 def test_triton_rejects_what_it_cannot_do_exactly():
-    layer = _layer("QuantizedMatMul", x_dtype="int8", x_scale=0.1, w_scale=[0.05], activation="Gelu",
+    layer = _layer("QuantizedMatMul", x_dtype="int8", x_scale=0.1, w_scale=[0.05], activation="Sigmoid",
                    y_scale=0.02, y_dtype="int8")
     assert "not bit-exact" in triton_int8_gemm.kernel_reason(layer)
     grouped = _layer("QuantizedConv", x_dtype="int8", x_scale=0.1, w_scale=[0.05], group=4)
