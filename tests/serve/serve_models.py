@@ -45,3 +45,29 @@ def random_inputs(rows: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
             "h": rng.standard_normal((rows, 3)).astype(np.float16),
             "i": rng.integers(-1000, 1000, (rows, 2)).astype(np.int64),
             "b": rng.integers(0, 2, (rows, 2)).astype(bool)}
+
+
+def _single_input(nodes, out_shape, consts=()) -> bytes:
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "single", [vi("x", TensorProto.FLOAT, ["B", "N"])],
+                              [vi("y", TensorProto.FLOAT, out_shape)], initializer=list(consts))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def build_ragged(path):
+    """y = x·x + x, x of shape [B 1..8, N 1..6]: requests of several widths meet in one batch."""
+    import tensorforge as tfg
+    onnx_bytes = _single_input([helper.make_node("Mul", ["x", "x"], ["xx"]), helper.make_node("Add", ["xx", "x"], ["y"])],
+                               ["B", "N"])
+    tfg.build(onnx_bytes, shapes={"x": ((1, 1), (4, 3), (MAX_BATCH, 6))}, device="cpu").save(path)
+    return tfg.load(path, device="cpu")
+
+
+def build_batch_sum(path):
+    """y = ReduceSum(x, axis 0): an output that does not keep the batch dimension (not batchable)."""
+    import tensorforge as tfg
+    axes = numpy_helper.from_array(np.array([0], np.int64), "axes")
+    onnx_bytes = _single_input([helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)], ["N"], [axes])
+    tfg.build(onnx_bytes, shapes={"x": ((1, 1), (4, 3), (MAX_BATCH, 6))}, device="cpu").save(path)
