@@ -91,3 +91,18 @@ def test_minmax_and_clamping_to_the_observed_max():
     assert amax_for("minmax", 3.0, None, 0.0) == 3.0
     hist = np.array([0.0, 0.0, 0.0, 1.0])
     assert amax_for("percentile", 0.9, hist, 0.25, percentile=100.0) == 0.9    # edge 1.0 clamped to max 0.9
+
+
+def test_prefix_sum_divergences_equal_the_per_candidate_formula():
+    from tensorforge.builder.calibration.algorithms import kl_divergences
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        n = int(rng.integers(130, 600))
+        hist = rng.poisson(rng.random(n) * 4 * (rng.random(n) < 0.6)).astype(float)
+        hist[-1] += 1.0
+        cands = list(range(128, n + 1))
+        fast = kl_divergences(hist, cands, 128)
+        slow = np.array([kl_divergence(hist, i, 128) for i in cands])
+        assert np.array_equal(np.isinf(fast), np.isinf(slow))
+        ok = np.isfinite(slow)
+        np.testing.assert_allclose(fast[ok], slow[ok], rtol=1e-5, atol=1e-9)
