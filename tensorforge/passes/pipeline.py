@@ -23,6 +23,7 @@ from .rules.horizontal_gemm import fuse_horizontal_gemms
 from .rules.identity import remove_noops
 from .rules.qdq import fuse_qdq
 from .rules.qdq_dual import fuse_output_quantize
+from .rules import qdq_epilogue
 from .view_chains import collapse_view_chains
 from .rules.base import rule_pass
 
@@ -33,12 +34,13 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("constant-fold", 1, fold_constants),
     ("dead-code", 1, remove_dead_layers),
     ("cse", 1, eliminate_common_subexpressions),
-    ("qdq-second-output", 1, fuse_output_quantize),   # after cse: one Q per tensor and scale
     ("no-ops", 1, remove_noops),
     ("gather-view", 2, rule_pass(*gather_view.RULES)),
     ("fuse-gelu", 2, rule_pass(*gelu.RULES)),
     ("fuse-softmax", 2, rule_pass(*softmax.RULES)),
     ("fuse-layernorm", 2, rule_pass(*layernorm.RULES)),
+    ("fuse-qdq-epilogue", 2, rule_pass(*qdq_epilogue.RULES)),   # what follows a quantized op once Gelu is one op
+    ("qdq-second-output", 1, fuse_output_quantize),   # after cse and the epilogues: one Q per tensor and scale
     ("fold-conv-bn", 2, rule_pass(*conv_bn.RULES)),
     ("fuse-attention", 3, rule_pass(*attention.RULES)),
     ("gemm-through-reshape", 3, rule_pass(*gemm_reshape.RULES)),

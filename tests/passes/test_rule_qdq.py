@@ -10,6 +10,11 @@ import tensorforge as tfg
 from fusion_helpers import build_logged, ops
 from qdq_graphs import G, channel_scales, ort_exact, steps_off
 
+
+def onnx_inputs(model: bytes):
+    import onnx
+    return onnx.load_from_string(model).graph.input
+
 RNG = np.random.RandomState(0)
 
 
@@ -245,3 +250,32 @@ def test_scales_and_weights_routed_through_identity_still_fuse():
     model = g.model()
     engine, _ = _check_exact(model, _feeds(model, x=(4, 16)), 0.1)
     assert ops(engine).count("QuantizedMatMul") == 1
+
+
+def test_gelu_found_after_fuse_gelu_joins_the_quantized_matmul():
+    """Implicit INT8 on Linear → GELU (exported as an Erf chain) → Linear: fuse-qdq fuses MatMul + bias; once
+    fuse-gelu has made the chain one Gelu op, qdq_epilogue moves the Gelu and the next Q into the same op."""
+    from tensorforge.api.high_level import Engine
+    from tensorforge.builder import BuilderConfig, build_engine
+    from tensorforge.builder.calibration.qdq_insert import insert_qdq
+    from tensorforge.parser import parse_model
+    from fusion_helpers import export_quiet
+
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 16)).eval()
+    model = export_quiet(mlp, (torch.randn(2, 5, 32),), opset=17)
+    names = [i.name for i in onnx_inputs(model)]
+    feeds = {names[0]: RNG.randn(2, 5, 32).astype(np.float32)}
+    engines = []
+    for level in (0, 3):
+        net = parse_model(model)
+        insert_qdq(net, {name: 3.0 for name in net.tensors}, "int8")
+        engines.append(Engine(build_engine(net, BuilderConfig(device="cpu", optimization_level=level)), "cpu"))
+    plain, fused = engines
+    layers = [la for la in fused.data.layers if la.op == "QuantizedMatMul"]
+    assert len(layers) == 2 and "Erf" not in [la.op for la in fused.data.layers]
+    assert layers[0].attrs["activation"] == "Gelu" and layers[0].attrs["y_dtype"] == "int8"
+    a, b = plain.run(dict(feeds)), fused.run(dict(feeds))
+    for k in a:     # one int8 step of the hidden layer moves the output by at most |w|·3/127 per flipped element
+        off = np.abs(np.asarray(b[k]) - np.asarray(a[k]))
+        assert off.max() < 0.05 and (off < 1e-4).mean() > 0.9, (off.max(), (off < 1e-4).mean())

@@ -172,7 +172,8 @@ class QDQFusion(Rule):
         w_zp = None if wd.zero_point is None or fp8 or not bool(wd.zero_point.to(torch.int64).any()) \
             else [int(v) for v in wd.zero_point.to(torch.int64)]
         parts = []
-        for key in ("cbias", "bias"):
+        plain_post = "post_bias" in m.binds and m.get("mid_q") is None and m.get("act1") is None
+        for key in ("cbias", "bias") + (("post_bias",) if plain_post else ()):   # nothing between: a bias
             if key in m.binds:
                 b = dequantized_constant(g, m[key])[0].float().reshape(-1).expand(channels)
                 parts.append(b * float(core.attrs.get("beta", 1.0)) if key == "cbias" and core.op == "Gemm" else b)
@@ -205,7 +206,7 @@ class QDQFusion(Rule):
             attrs.update(y_scale=p["scale"], y_zero_point=p["zero_point"], y_dtype=p["dtype"])
         else:
             attrs["y_dtype"] = "float32"
-        if "post_bias" in m.binds:
+        if "post_bias" in m.binds and not plain_post:
             pb = dequantized_constant(g, m["post_bias"])[0].float().reshape(-1).expand(channels)
             inputs.append(net.add_constant(net.unique_name(f"{core.name}/quantized_post_bias"), pb.clone()))
         while inputs and not inputs[-1]:

@@ -1,0 +1,80 @@
+"""Epilogue ops found after the first Q/DQ fusion join the quantized op: Q(act(Quantized*(…) [+ b])) ⇒ one op.
+
+fuse-qdq runs before constant folding, so it sees activations as the exporter wrote them: torch's GELU is an
+Erf chain (opset < 20) until fuse-gelu makes it one Gelu op. This rule runs after the activation rules and moves
+what follows a quantized op with a float output and an empty epilogue — a per-channel bias Add, an activation,
+and the next layer's QuantizeLinear — into it (implicit INT8 and ModelOpt BERT FFNs: MatMul + bias → GELU → Q).
+
+    Quantized*(x, w [, b]) ─► [+ b₂] ─► [act] ─► [Q] ─► y      ⇒      Quantized*(x, w, b + b₂; act, Q) ─► y
+"""
+
+from ..pattern import AnyOf, Op, Var
+from .base import Rule
+from .epilogue import per_channel_reason
+from .qdq import _ACTS, _activation_of, _acts, _q
+from .qdq_params import dequantized_constant, quantize_params
+
+FUSED = "QuantizedConv|QuantizedConvTranspose|QuantizedMatMul"
+
+
+def _known_float(g, name):
+    return dequantized_constant(g, name)[1]
+
+
+_core = Op(FUSED, any_inputs=True, name="core")
+_biased = AnyOf(Op("Add", _core, Var("bias", _known_float), name="bias_add"), _core)
+_act = AnyOf(*_acts(_biased, "act2"), _biased)
+PATTERN = AnyOf(_q(_act, "out_q"), _act)
+
+
+class QuantizedEpilogue(Rule):
+    name = "Q(act(Quantized*(x, w) + b)) ⇒ Quantized*(x, w; b, act, Q)"
+    anchor = set(FUSED.split("|"))
+    roots = {"QuantizeLinear", "Add", "Clip", "Mul", *_ACTS}
+    pattern = PATTERN
+
+    def check(self, m, g):
+        core = m["core"]
+        a = core.attrs
+        if core is m.root:
+            return "nothing to fuse"
+        if a["y_scale"] or a.get("out2_scale") or len(core.outputs) != 1:
+            return f"{core.name!r} already writes a quantized output"
+        if a["activation"] != "none" or a["mid_scale"] or len(core.inputs) > 3:
+            return f"{core.name!r} already has an epilogue (activation, Q/DQ, residual or post-bias)"
+        shape = g.shape(core.outputs[0])
+        if shape is None or not g.same_shape(core.outputs[0], m.root.outputs[0]):
+            return "the output shape is unknown or the epilogue broadcasts it"
+        channels = shape[1] if core.op != "QuantizedMatMul" else shape[-1]
+        if "bias" in m.binds:
+            b, _ = dequantized_constant(g, m["bias"])
+            why = per_channel_reason(b, "Conv" if core.op != "QuantizedMatMul" else "Gemm", len(shape), channels)
+            if why:
+                return f"bias {m['bias']!r}: {why}"
+        if m.get("out_q") is not None:
+            p, why = quantize_params(g, m["out_q"])
+            if why:
+                return why
+            m.binds["out_q.params"] = p
+        m.binds["channels"] = channels
+        return None
+
+    def rewrite(self, m, g):
+        net, core = g.net, m["core"]
+        inputs = list(core.inputs) + [""] * (3 - len(core.inputs))
+        if "bias" in m.binds:
+            b = dequantized_constant(g, m["bias"])[0].float().reshape(-1).expand(m["channels"])
+            if inputs[2]:
+                b = b + net.constants[inputs[2]].float().reshape(-1)
+            inputs[2] = net.add_constant(net.unique_name(f"{core.name}/epilogue_bias"), b.clone())
+        act, alpha, beta = _activation_of(m, "act2")
+        attrs = {**core.attrs, "activation": act, "alpha": alpha, "beta": beta, "residual_first": 1}
+        if m.get("out_q") is not None:
+            p = m["out_q.params"]
+            attrs.update(y_scale=p["scale"], y_zero_point=p["zero_point"], y_dtype=p["dtype"])
+        while inputs and not inputs[-1]:
+            inputs.pop()
+        return [self.new_layer(g, m, core.op, inputs, attrs=attrs, suffix="/epilogue")]
+
+
+RULES = [QuantizedEpilogue()]
