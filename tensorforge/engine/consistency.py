@@ -20,7 +20,8 @@ from ..ir.opspec import REQUIRED
 from .schema import MAX_DEPTH, MAX_ELEMENTS, SchemaViolation
 
 PLUGIN_PREFIX = "plugin:"
-_OPAQUE = {"If", "Loop", "Scan", "SequenceMap"}      # bodies run at run time; not inferred here
+_OPAQUE = {"If", "Loop", "Scan", "SequenceMap",      # bodies run at run time; not inferred here
+           "RNN", "GRU", "LSTM", "LinearAttention", "CausalConvWithState"}   # references step through time
 
 
 def _dtype(name, where):
@@ -157,6 +158,14 @@ def _same_info(a, b, where):
 
 
 def _profiles(m, inputs):
+    dynamic = [n for n, t in inputs.items() if t["shape"] is not None
+               and any(not isinstance(d, int) or d < 0 for d in t["shape"])]
+    for n in dynamic:
+        if not m["profiles"]:
+            raise SchemaViolation("profiles", f"input {n!r} has dynamic dimensions but the engine has no profile")
+        for p, prof in enumerate(m["profiles"]):
+            if n not in prof:
+                raise SchemaViolation(f"profiles[{p}]", f"has no range for the dynamic input {n!r}")
     for p, prof in enumerate(m["profiles"]):
         for name, (lo, opt, hi) in prof.items():
             w = f"profiles[{p}].{name}"

@@ -212,3 +212,16 @@ def test_inference_check_fails_when_broken_on_purpose(monkeypatch):
     crafted = edit(small_cnn_engine(), fn)
     monkeypatch.setattr(ser, "check_inference", lambda engine: None)
     assert ser.from_bytes(crafted).outputs[0].dtype == torch.int64
+
+
+def test_dynamic_input_without_a_profile():
+    """Found by the campaign: profiles emptied → the runtime indexed an empty list at the first run."""
+    assert "no profile" in _load_error(edit(small_cnn_engine(), lambda m: m.__setitem__("profiles", [])))
+    assert "no range" in _load_error(edit(small_cnn_engine(), lambda m: m.__setitem__("profiles", [{}])))
+
+
+def test_inspect_reads_build_info_fields_typed():
+    """Found by the fuzz suite: build_info.memory.host_value_inputs of the wrong shape crashed the context."""
+    def fn(m):
+        m["build_info"].setdefault("memory", {})["host_value_inputs"] = {"conv": [[0]]}
+    assert "host_value_inputs" in _load_error(edit(small_cnn_engine(), fn))
