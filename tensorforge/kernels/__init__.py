@@ -19,6 +19,7 @@ from . import torch_fused  # noqa: F401  (SDPA, layer_norm, addmm and conv epilo
 from . import cpu_onednn  # noqa: F401  (CPU: oneDNN linear with packed weights and fused activations)
 from . import quant_int_mm  # noqa: F401  (QuantizedMatMul/Conv: torch._int_mm, exact int32, on CUDA and CPU)
 from . import fp8_scaled_mm  # noqa: F401  (QuantizedMatMul/Conv in FP8 E4M3: torch._scaled_mm on Hopper)
+from . import quant_float_exact  # noqa: F401  (QuantizedConv/ConvTranspose, depthwise too: exact float32 conv)
 from . import torch_rnn  # noqa: F401  (RNN/GRU/LSTM through torch's fused recurrent kernels)
 from . import sparse_gemm  # noqa: F401  (SparseGemm: 2:4 semi-structured sparse GEMM on CUDA, dense elsewhere)
 from .registry import optional_tactics  # noqa: E402

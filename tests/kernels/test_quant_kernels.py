@@ -185,3 +185,24 @@ def test_second_quantized_output(op):
         assert len(got) == 2
         _compare(got[0], want[0])
         _compare(got[1], want[1])
+
+
+@pytest.mark.parametrize("op,group,cin,k", [("QuantizedConv", 16, 16, 3), ("QuantizedConv", 1, 40, 3),
+                                             ("QuantizedConvTranspose", 1, 8, 3)])
+def test_float_exact_conv_is_bit_exact(op, group, cin, k):
+    """Depthwise (K = 9: float32), a K = 360 conv (float64 branch) and a transposed conv, all bit-exact."""
+    from tensorforge.kernels import quant_float_exact
+    x = _q8((2, cin, 7, 7), torch.uint8)
+    w = _q8((16, cin // group, k, k)) if op == "QuantizedConv" else _q8((cin, 16, k, k))
+    attrs = dict(x_dtype="uint8", x_scale=0.02, x_zero_point=100, w_scale=(torch.rand(16) * 0.01 + 1e-3).tolist(),
+                 w_zero_point=[3] * 16, group=group, kernel_shape=[k, k], pads=[1, 1, 1, 1], activation="Relu",
+                 y_scale=0.05, y_zero_point=-2, y_dtype="int8")
+    if op == "QuantizedConvTranspose":
+        attrs.update(strides=[2, 2])
+    layer = _layer(op, **attrs)
+    b = torch.randn(16) * 0.1
+    want = get_spec(op).reference(x, w, b, **layer.attrs)
+    got = quant_float_exact._build(layer, {}, torch.device("cpu"))([x, w, b])[0]
+    _compare(got, want)
+    found, _ = candidates(layer, torch.device("cpu"))
+    assert found[0][0].name == ("torch_int_mm" if op == "QuantizedConv" and group == 1 else "float_exact")
