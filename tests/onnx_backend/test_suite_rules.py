@@ -39,3 +39,12 @@ def test_apply_replaces_only_what_departs_from_the_spec(monkeypatch):
     np.testing.assert_array_equal(cases[0].data_sets[0][1][0].astype(np.int64), right.astype(np.int64))
     assert cases[0].data_sets[0][1][0].dtype == ml_dtypes.int4
     assert cases[2].data_sets[0][1][0] is wrong                                           # not a sub-byte target
+
+
+def test_float4_spec_rule_by_hand():
+    """technical/float4.md's table: RNE on {0, .5, 1, 1.5, 2, 3, 4, 6} (ties to the even code), ±6 beyond,
+    ±Inf → ±6, NaN → +6 (code 7), -0 → -0 (code 8)."""
+    x = np.array([0.48, 0.25, 1.05, -3.5, -8, 9, 1e6, 1e-7, np.nan, np.inf, -np.inf, -4, 0.01, -0.0, 2.5, 5.0],
+                 np.float32)
+    codes = spec_overrides.spec_cast_to_float4(x).view(np.uint8).tolist()
+    assert codes == [1, 0, 2, 14, 15, 7, 7, 0, 7, 7, 15, 14, 0, 8, 4, 6]
