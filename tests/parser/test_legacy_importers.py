@@ -53,6 +53,12 @@ def test_no_broadcast_same_shapes():
     np.testing.assert_allclose(_run(helper.make_node("Mul", ["a", "b"], ["y"]), {"a": A4, "b": b}), A4 * b)
 
 
+def test_no_broadcast_different_shapes_is_refused():
+    node = helper.make_node("Add", ["a", "b"], ["y"], name="flat_add")
+    with pytest.raises(ModelError, match="flat_add.*must have one shape"):
+        _run(node, {"a": A4, "b": np.ones((5,), np.float32)})
+
+
 def test_pow_1_legacy_broadcast_with_axis():
     a = np.abs(A4) + 0.5
     b = np.array([1.0, 2.0, 0.5], np.float32)

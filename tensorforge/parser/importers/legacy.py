@@ -3,7 +3,7 @@
 Before opset 7 the binary ops broadcast only when asked (`broadcast=1`), and then one way: B is matched to A's
 shape starting at dimension `axis` (default: B's dims are A's trailing dims). That is numpy broadcasting of B
 after appending rank(A) − axis − rank(B) unit dims to it, which is what these importers emit; with broadcast=0
-the shapes must be equal, where numpy broadcasting is the identity. Where the ranks that the rewrite needs are
+the shapes must be equal (refused when both are known and differ), where numpy broadcasting is the identity. Where the ranks that the rewrite needs are
 unknown at import, or B would widen A (legacy broadcasting never changes A's shape), the node is refused with
 the reason. Max/Min/Sum-6 take equal shapes only: numpy broadcasting agrees on those.
 Entry point: the registry (`@importer`), like every importer module.
@@ -77,6 +77,11 @@ def _binary(op: str):
         a, b = inputs[0], inputs[1]
         if node.attrs.get("broadcast", 0):
             b = _legacy_b(ctx, node, a, b)
+        else:
+            sa, sb = _static_shape(ctx, a), _static_shape(ctx, b)
+            if sa is not None and sb is not None and sa != sb:
+                raise ModelError(f"{node.where()}: without broadcast=1 the inputs must have one shape, got "
+                                 f"{list(sa)} and {list(sb)}", "set broadcast=1 or re-export at opset 7 or later")
         return [ctx.add1(op, [a, b])]
     fn.__name__ = f"import_{op.lower()}_legacy"
     fn.__doc__ = f"{op} with the legacy `broadcast`/`axis` attributes, as numpy broadcasting (module docstring)."
