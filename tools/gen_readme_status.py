@@ -13,7 +13,7 @@ Fields read (each defensively: a missing file, section or field leaves its line 
 - bench/results/cpu-x86_64.json: environment.threads, environment.label; rows[].model, rows[].ratio (else
   tensorforge.median_ms ÷ onnxruntime.median_ms).
 - tests/onnx_backend/results.json (scripts/backend_suite.sh): passed, cases, failed, known_failures, excluded,
-  onnx, ml_dtypes, commit, date, seconds, expected_outputs_replaced_by_spec.
+  onnx, ml_dtypes, commit, uncommitted_changes, date, seconds, expected_outputs_replaced_by_spec.
 """
 
 import argparse
@@ -145,6 +145,8 @@ def _backend_lines(res: dict | None) -> list[str]:
                                                            ("excluded", "excluded with reasons"))
                      if isinstance(res.get(k), int))
     where = ", ".join(f"{k} {res[k]}" for k in ("onnx", "ml_dtypes", "commit", "date") if res.get(k))
+    if res.get("uncommitted_changes"):
+        where += " (with uncommitted changes)"
     if isinstance(res.get("seconds"), (int, float)):
         where += f"{'; ' if where else ''}the run took {res['seconds'] / 60:.1f} min"
     replaced = res.get("expected_outputs_replaced_by_spec") or []

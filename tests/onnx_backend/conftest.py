@@ -72,12 +72,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                                     f"{spec_overrides.REASON}")
 
 
-def _commit() -> str:
+def _git(*args: str) -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, timeout=10).stdout.strip()
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent,
+                              timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return ""
+        return None
 
 
 def write_results(path: Path) -> None:
@@ -86,7 +86,9 @@ def write_results(path: Path) -> None:
             "excluded": _counts["skipped"], "cases": _counts["selected"], "min_passing": MIN_PASSING,
             "expected_outputs_replaced_by_spec": sorted(spec_overrides.OVERRIDDEN),
             "onnx": metadata.version("onnx"), "ml_dtypes": metadata.version("ml_dtypes"),
-            "commit": _commit(), "date": datetime.date.today().isoformat(), "device": "cpu",
+            "commit": _git("rev-parse", "--short", "HEAD") or "",
+            "uncommitted_changes": bool(_git("status", "--porcelain", "--untracked-files=no")),
+            "date": datetime.date.today().isoformat(), "device": "cpu",
             "seconds": round(time.monotonic() - _start[0], 1)}
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
