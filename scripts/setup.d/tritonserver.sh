@@ -3,7 +3,8 @@
 #
 # Triton's Python-backend stub is built against numpy 1.x, so this venv pins numpy<2; torch and tensorforge
 # come from the project's .venv through a .pth file appended *after* this venv's site-packages (so numpy 1.x
-# wins). Idempotent and pinned: a stamp file records the pins; when it matches, nothing is done.
+# wins). Idempotent and pinned (shared dependencies at requirements-ci.lock's versions): a stamp records the
+# pins, the lock's checksum and the project venv's path; when it matches, nothing is done (≈ 0.2 s).
 # Result: .venv/tritonserver/bin/tritonserver (a wrapper that puts this venv's bin first on PATH and the
 # interpreter's LIBDIR first on LD_LIBRARY_PATH). Override the location with TFG_TRITONSERVER_VENV.
 set -euo pipefail
@@ -11,23 +12,27 @@ cd "$(dirname "$0")/../.."
 MAIN=.venv
 VENV=${TFG_TRITONSERVER_VENV:-$MAIN/tritonserver}
 PINS="nvidia-pytriton==0.7.0 numpy==1.26.4"
-LAYOUT=2   # bump when the wrapper below changes
+LAYOUT=3   # bump when what this script builds changes
 STAMP="$VENV/.tensorforge-pins"
-if [ -x "$VENV/bin/tritonserver" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$PINS $LAYOUT" ]; then
-  exit 0
-fi
 PY="$MAIN/bin/python"
 [ -x "$PY" ] || { echo "tritonserver.sh: $PY missing (run scripts/setup.sh first)" >&2; exit 1; }
+MAIN_SITE=$(cd "$("$PY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" && pwd)
+WANT="$PINS $LAYOUT $MAIN_SITE $(cksum < requirements-ci.lock)"   # a moved checkout or a new lock rebuilds
+if [ -x "$VENV/bin/tritonserver" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$WANT" ]; then
+  exit 0
+fi
 BASE=$("$PY" -c 'import sys; print(sys.base_prefix)')
 rm -rf "$VENV"
 "$BASE/bin/python3" -m venv "$VENV"
-if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check $PINS > "$VENV/pip.log" 2>&1; then
+# every dependency it shares with the project resolves to requirements-ci.lock's version (numpy excepted)
+grep -E '^[A-Za-z0-9_.-]+==' requirements-ci.lock | grep -v -E '^(numpy|pip)==' > "$VENV/constraints.txt"
+if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c "$VENV/constraints.txt" $PINS \
+    > "$VENV/pip.log" 2>&1; then
   grep -v "^WARNING: Location" "$VENV/pip.log" >&2; exit 1
 fi
 SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-MAIN_SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 # torch, safetensors, tensorforge (editable) from the project venv, after this venv's own packages
-echo "import site; site.addsitedir('$(cd "$MAIN_SITE" && pwd)')" > "$SITE/zz_tensorforge_main.pth"
+echo "import site; site.addsitedir('$MAIN_SITE')" > "$SITE/zz_tensorforge_main.pth"
 PKG=$("$VENV/bin/python" -c 'import pytriton, os; print(os.path.dirname(pytriton.__file__))')
 PYVER=$("$VENV/bin/python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 cp "$PKG/tritonserver/python_backend_stubs/$PYVER/triton_python_backend_stub" "$PKG/tritonserver/backends/python/"
@@ -40,4 +45,4 @@ export LD_LIBRARY_PATH="$LIBDIR:$PKG/tritonserver/external_libs:\${LD_LIBRARY_PA
 exec "$PKG/tritonserver/bin/tritonserver" --backend-directory="$PKG/tritonserver/backends" "\$@"
 WRAP
 chmod +x "$VENV/bin/tritonserver"
-echo "$PINS $LAYOUT" > "$STAMP"
+echo "$WANT" > "$STAMP"
