@@ -38,7 +38,8 @@ def _build(layer, cfg, device):
             prepared.clear()
             prepared[key] = centered(w, a["w_zero_point"], 1 if transpose else 0).to(dtype)
         acc = conv(centered(x, a["x_zero_point"]).to(dtype), prepared[key], None, **conv_attrs)
-        return [requantize(torch.round(acc), mult, bias, res, a, 1, post)]
+        y = requantize(torch.round(acc), mult, bias, res, a, 1, post)
+        return list(y) if isinstance(y, tuple) else [y]         # (float, quantized) with a second output
     return run
 
 

@@ -180,7 +180,11 @@ def test_second_quantized_output(op):
     int_mm = next(t for t, _ in found if t.name == "torch_int_mm").build(layer, {}, torch.device("cpu"))
     cfg = {"BM": 32, "BN": 16, "BK": 32, "G": 2, "stages": 1, "warps": 1, "IMPLICIT": 1}
     triton_k = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)
-    for kernel in (int_mm, triton_k):
+    kernels = [int_mm, triton_k]
+    if op == "QuantizedConv":
+        from tensorforge.kernels import quant_float_exact
+        kernels.append(quant_float_exact._build(layer, {}, torch.device("cpu")))
+    for kernel in kernels:
         got = kernel(inputs)
         assert len(got) == 2
         _compare(got[0], want[0])

@@ -227,6 +227,7 @@ def test_implicit_int8_qdq_layers_fuse_the_same_way():
     assert fused_ops.count("QuantizeLinear") == 1         # the input's; h's Q is conv1's second output (qdq_dual)
     first = next(la for la in fused.data.layers if la.op == "QuantizedConv")
     assert len(first.outputs) == 2 and first.attrs["out2_dtype"] == "int8"
+    assert first.attrs["kernel_shape"] == [3, 3] and first.tactic.startswith("quantizedconv.torch_int_mm")
     a, b = plain.run(dict(feeds)), fused.run(dict(feeds))
     step = 4.0 / 127
     for k in a:      # a float output: the int32 sum is exact, the unfused float conv rounds — far below a step

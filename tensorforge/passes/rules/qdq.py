@@ -178,7 +178,10 @@ class QDQFusion(Rule):
                 b = dequantized_constant(g, m[key])[0].float().reshape(-1).expand(channels)
                 parts.append(b * float(core.attrs.get("beta", 1.0)) if key == "cbias" and core.op == "Gemm" else b)
         act, alpha, beta = _activation_of(m, "act1" if m.get("act1") is not None else "act2")
-        attrs = {**self.core_attrs(core), "activation": act, "alpha": alpha, "beta": beta,
+        geometry = self.core_attrs(core)
+        if self.op in ("Conv", "ConvTranspose") and not geometry.get("kernel_shape"):   # ONNX: from the weights
+            geometry["kernel_shape"] = [int(d) for d in w.shape[2:]]
+        attrs = {**geometry, "activation": act, "alpha": alpha, "beta": beta,
                  "residual_first": 0 if m.get("act1") is not None else 1,
                  "x_dtype": QUANT_TYPES[x.dtype], "x_scale": float(x.scale[0]),
                  "x_zero_point": 0 if fp8 or x.zero_point is None
