@@ -173,6 +173,20 @@ def standalone_qdq():
                  f"(reference {ref_ms:.3f} ms)")
 
 
+def depthwise():
+    """A MobileNet depthwise 3×3 (group = C): only float_exact (and the reference) take it."""
+    for batch in (32,):
+        c, hw = 96, 56
+        conv = {"kernel_shape": [3, 3], "pads": [1] * 4, "strides": [1, 1], "group": c}
+        x16 = torch.randn(batch, c, hw, hw, device=DEV, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+        w16 = torch.randn(c, 1, 3, 3, device=DEV, dtype=torch.float16)
+        b = torch.randn(c, device=DEV) * 0.1
+        fp16 = lambda: torch.relu(F.conv2d(x16, w16, b.half(), 1, 1, 1, c))  # noqa: E731
+        x8 = q8((batch, c, hw, hw)).contiguous(memory_format=torch.channels_last)
+        run_tactics(f"mobilenet_dw3x3_{c}_b{batch}_int8", make_layer("QuantizedConv", c, conv=conv),
+                    [x8, q8((c, 1, 3, 3)), b], fp16)
+
+
 def end_to_end():
     import numpy as np
     import tensorforge as tfg
@@ -207,7 +221,7 @@ def main():
         print("FAIL no CUDA device")
         sys.exit(1)
     print(f"device {torch.cuda.get_device_name()} torch {torch.__version__}")
-    for part in (end_to_end, standalone_qdq, gemms, convs):
+    for part in (end_to_end, standalone_qdq, gemms, depthwise, convs):
         try:
             part()
         except Exception as e:  # noqa: BLE001 - one FAIL line per broken part, the others still run
