@@ -17,7 +17,7 @@ from ..ir import Network
 from ..util.errors import BuildError, UsageError
 from ..util.log import get_logger
 from .calibration import quantize_network
-from .calibration.qdq_insert import QUANTIZED_OPS
+from .calibration.qdq_insert import QUANTIZED_OPS, insert_qdq
 from .precision import PrecisionPlan, apply_precision
 from .precision_spec import TYPES, select
 from .sparsity import apply_sparsity
@@ -58,7 +58,41 @@ def begin(network: Network, config) -> PrecisionState:
     return state
 
 
+def _engine_names(net: Network, config, points: list[dict]) -> dict[str, list[str]]:
+    """Layer name → ONNX origins of the layers the graph passes make, with and without Q/DQ (dry runs on copies):
+    how a fused name from --dumpLayerInfo (`relu1/fused_conv`) is resolved before the passes have run."""
+    from ..passes import optimize
+    names: dict[str, list[str]] = {}
+    copies = [net.copy()]
+    if config.int8 or config.fp8 or config.best:
+        q = net.copy()
+        insert_qdq(q, {n: 1.0 for n in q.tensors}, "int8" if (config.int8 or config.best) else "fp8")
+        copies.append(q)
+    for c in copies:
+        optimize(c, points, config.optimization_level, max_fold_elements=config.max_fold_elements)
+        names.update({la.name: list(la.origin) for la in c.layers})
+    return names
+
+
+def _expand(net: Network, entries: list, config, points: list[dict]) -> list:
+    """Entries naming an engine layer that exists only after the passes → one entry per ONNX node of it."""
+    direct = {la.name for la in net.layers} | {o for la in net.layers for o in la.origin}
+    engine = None
+    out = []
+    for name, value in entries:
+        probe = name[:-len("/chain")] if name.endswith("/chain") else name
+        if name == "*" or name in direct or probe in direct:
+            out.append((name, value))
+            continue
+        engine = _engine_names(net, config, points) if engine is None else engine
+        origins = engine.get(name) or engine.get(probe)
+        out.extend([(o, value) for o in origins if o in direct] if origins else [(name, value)])
+    return out
+
+
 def quantize(net: Network, config, device, points: list[dict], state: PrecisionState) -> None:
+    if config.layer_precisions:
+        config.layer_precisions = _expand(net, config.layer_precisions, config, points)
     wanted = select(net, config.layer_precisions, "--layerPrecisions", state.known, get_logger())
     if config.sparsity not in ("disable", "enable", "force"):
         raise UsageError(f"sparsity {config.sparsity!r} is not disable, enable or force", "write --sparsity=enable")
@@ -105,9 +139,10 @@ def convert(net: Network, config, points: list[dict], output_dtypes: dict, state
     report = apply_precision(net, plan, output_dtypes, points[0], config.max_fold_elements)
     state.unmet.extend(report.unmet)
     by_name = {la.name: la for la in net.layers}
+    named = {n for n, _ in config.layer_precisions}        # layers matched only through an origin may be int-only
     for name, p in plan.layers.items():
         layer = by_name.get(name)
-        if layer is not None and layer.precision is None:
+        if layer is not None and layer.precision is None and name in named:
             state.unmet.append((name, f"{layer.op} computes no float values, it cannot run in "
                                       f"{[k for k, v in TYPES.items() if v == p][0]}"))
     log.verbose(f"precision: {report.constants_converted} constant(s) converted, {report.casts_inserted} cast(s)")

@@ -165,3 +165,22 @@ def test_int8_without_ranges_uses_placeholders_with_a_warning(setup, capsys):
     _, model, _, _ = setup
     code, log, _ = _exec([f"--onnx={model}", "--int8", "--skipInference", "--device=cpu"], capsys)
     assert code == 0 and "placeholder" in log and "accuracy is not kept" in log
+
+
+def test_layer_names_from_dump_layer_info_are_accepted(setup, capsys):
+    tmp, model, calib, _ = setup
+    info = tmp / "int8.json"
+    code, _, _ = _exec([f"--onnx={model}", "--int8", f"--calibData={calib}", f"--exportLayerInfo={info}",
+                        "--skipInference", "--device=cpu"], capsys)
+    fused = next(la["Name"] for la in json.loads(info.read_text())["Layers"] if "conv1" in la["Origin"]
+                 and la["LayerType"] not in ("QuantizeLinear", "DequantizeLinear"))
+    assert fused != "conv1"                                                    # a fused engine layer name
+    info2 = tmp / "kept.json"
+    code, _, err = _exec([f"--onnx={model}", "--int8", f"--calibData={calib}", f"--layerPrecisions={fused}:fp32",
+                          "--precisionConstraints=obey", f"--exportLayerInfo={info2}", "--skipInference",
+                          "--device=cpu"], capsys)
+    assert code == 0, err
+    layers = json.loads(info2.read_text())["Layers"]
+    conv1 = [la for la in layers if "conv1" in la["Origin"] and la["LayerType"] not in ("Cast",)]
+    assert conv1 and all(la["Precision"] == "float32" and "Quantize" not in la["LayerType"] for la in conv1)
+    assert any("conv2" in la["Origin"] and la["LayerType"].startswith("Quantized") for la in layers)

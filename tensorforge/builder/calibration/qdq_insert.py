@@ -82,6 +82,7 @@ def insert_qdq(net: Network, amax: dict[str, float], kind: str = "int8", skip: s
     act_done: dict[str, str] = {}
     weight_done: dict[str, str] = {}
     out_layers: list[Layer] = []
+    producer = {o: la for la in net.layers for o in la.outputs}
     for layer in net.layers:
         if layer.op not in QUANTIZED_OPS or layer.name in skip:
             out_layers.append(layer)
@@ -105,10 +106,11 @@ def insert_qdq(net: Network, amax: dict[str, float], kind: str = "int8", skip: s
                 zp = _const(net, f"{x}/zero_point", torch.zeros((), dtype=qtype))
                 q, dq = net.unique_name(f"{x}/quantized"), net.unique_name(f"{x}/dequantized")
                 net.tensors[q], net.tensors[dq] = TensorInfo(q, qtype), TensorInfo(dq, torch.float32)
+                origin = list(producer[x].origin) if x in producer else [x]     # x's quantization: x's producer
                 out_layers.append(Layer(net.unique_name(f"{x}/QuantizeLinear"), "QuantizeLinear", [x, scale, zp], [q],
-                                        {"axis": 1, "saturate": 1}, list(layer.origin)))
+                                        {"axis": 1, "saturate": 1}, origin))
                 out_layers.append(Layer(net.unique_name(f"{x}/DequantizeLinear"), "DequantizeLinear", [q, scale, zp],
-                                        [dq], {"axis": 1}, list(layer.origin)))
+                                        [dq], {"axis": 1}, list(origin)))
                 act_done[x] = dq
                 report.scales[x] = s
             layer.inputs[k] = act_done[x]
