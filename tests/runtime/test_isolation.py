@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import tensorforge as tfg
+import tensorforge.plugin as tfp
 from oracle import export
 from seed_models import MyNetPlugin
 from test_engine_is_data import edit
@@ -104,7 +105,8 @@ def engines(tmp_path_factory):
     with torch.no_grad():
         cnn[1].running_mean.copy_(torch.from_numpy(rng.standard_normal(4).astype(np.float32)))
     tfg.build(export(cnn, (torch.randn(1, 3, 8, 8),)), device="cpu").save(folder / "cnn.engine")
-    tfg.build(export(MyNetPlugin(), (torch.randn(2, 16),), opset=17), device="cpu").save(folder / "plugin.engine")
+    with tfp.scope():     # the library plugin registered for this build is deregistered after it (test isolation)
+        tfg.build(export(MyNetPlugin(), (torch.randn(2, 16),), opset=17), device="cpu").save(folder / "plugin.engine")
     return folder
 
 
