@@ -29,7 +29,7 @@ def torch_path(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
 
     def run(op_type, ident, inputs, raw):
-        assert tfp.discover(op_type)
+        tfp.discover(op_type)           # False when already registered (an earlier test); get() fails if absent
         p = tfp.get(ident)
         assert not tfp.use_triton(inputs[0])
         return p.run(inputs, p.typed_attrs(raw))
