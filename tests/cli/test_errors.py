@@ -148,8 +148,8 @@ def test_engine_of_another_format_version(tmp_path, engine, capsys):
 
 
 def test_refused_unknown_and_malformed_flags(good, capsys):
-    fails(capsys, f"--onnx={good}", "--int8", code=2, says=("--int8 is not supported yet", "INT8"))
-    fails(capsys, f"--onnx={good}", "--fp8", code=2, says=("--fp8 is not supported yet", "FP8"))
+    fails(capsys, f"--onnx={good}", "--int4", code=2, says=("--int4 is not supported yet", "INT4"))
+    fails(capsys, f"--onnx={good}", "--calibData=x", code=2, says=("--calibData needs --int8",))   # issue 12's rows
     fails(capsys, f"--onnx={good}", "--frobnicate=3", code=2, says=("unknown option --frobnicate",))
     fails(capsys, "--onnx", str(good), code=2, says=("--onnx needs a value", "--onnx=<file>"))
     fails(capsys, f"--onnx={good}", "--fp16=true", code=2, says=("switch",))
@@ -185,7 +185,7 @@ def test_subprocess_exit_codes_and_traceback_only_with_verbose(unsupported):
     quiet = _cli(f"--onnx={unsupported}", *FAST)
     assert quiet.returncode == 1 and "Traceback" not in quiet.stderr
     assert len(quiet.stderr.strip().splitlines()) == 1 and "NoSuchOp" in quiet.stderr
-    refused = _cli(f"--onnx={unsupported}", "--best")
-    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--best is not supported" in refused.stderr
+    refused = _cli(f"--onnx={unsupported}", "--int4")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--int4 is not supported" in refused.stderr
     loud = _cli(f"--onnx={unsupported}", "--verbose", *FAST)
     assert loud.returncode == 1 and "Traceback" in loud.stderr and "NoSuchOp" in loud.stderr.strip().splitlines()[-1]

@@ -225,7 +225,7 @@ def test_flag_table_covers_spec_and_is_consistent():
     for row in FLAGS.values():
         assert (row.field in fields) != bool(row.refused), row.name      # exactly one: a field or a reason
         assert row.name in page
-    for name in ("--int8", "--best", "--stronglyTyped", "--calib"):
+    for name in ("--int4", "--layerDeviceTypes", "--refit"):
         with pytest.raises(UsageError, match=f"{name} is not supported yet: .+"):
             parse_argv([name] if FLAGS[name].value is None else [f"{name}=x"])
 
