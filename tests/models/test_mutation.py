@@ -12,6 +12,7 @@ case (factor 1, same wrapper) asserts that the wrapper alone changes nothing. Ch
     tests/models/test_transformer_models.py  check_dynamic_profile              (BERT, GPT-2)
     tests/test_seed_gelu.py                  test_seed_model_matches_onnxruntime (oracle.check_against_ort)
     tests/passes/fusion_helpers.py           check_fused                        (every fusion test's numerics)
+    bench/gpu_check_models.py                _build_and_check                   (gpu_check's "models" rows, on CPU)
 """
 
 import importlib.util
@@ -153,3 +154,28 @@ def test_fusion_check_catches_a_broken_linear(monkeypatch):
 
 def test_fusion_check_passes_with_the_identity_mutation(monkeypatch):
     _passes(_fusion_case(), monkeypatch, "MatMulEpilogue", "onednn_linear")
+
+
+def _gpu_check_row(name="squeezenet"):
+    """gpu_check's light-model row for `name`, run on the CPU in this process: its status."""
+    import sys
+    bench = str(TESTS.parent / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import gpu_check_models
+    from gpu_check_common import Context, Row
+    ctx = Context(torch.device("cpu"), smoke=True, iters=1, max_configs=1, budget_s=1e9)
+    row = Row("models", f"light_{name}")
+    gpu_check_models._build_and_check(ctx, row, name, {})
+    return row
+
+
+def test_gpu_check_models_row_fails_with_a_broken_conv(monkeypatch):
+    calls = broken_reference(monkeypatch, "Conv")
+    row = _gpu_check_row()
+    assert calls["n"] > 0 and row.status == "FAIL", (row.status, row.note)
+
+
+def test_gpu_check_models_row_passes_unbroken():
+    row = _gpu_check_row()
+    assert row.status == "PASS", row.note
