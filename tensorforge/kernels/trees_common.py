@@ -1,0 +1,65 @@
+"""Shared parts of the tree-ensemble tactics (trees_traverse.py, trees_gemm.py): compiled once per layer.
+
+`Compiled(layer, device)` turns the canonical attributes (ir/ops/ml_trees.py) into device tensors at build or load
+time: thresholds in float32 when every threshold is a float32 value and x is float32 (the comparison is then the
+same as in float64), else float64; leaf votes in the op's summation dtype. `finish(x, leaves)` aggregates the
+reached leaves of one row block and applies base values, post_transform and (classifiers) labels — the same
+functions the reference uses, so tactics differ from it only in how they find the leaves.
+Rows are processed in blocks so that the (rows, trees) index tensors stay near 2²² entries.
+"""
+
+import torch
+
+from ..ir.ops.ml_post import post_transform
+from ..ir.ops.ml_trees import Forest, aggregate, finish_classifier, scores_dtype, with_defaults
+
+BLOCK_ENTRIES = 1 << 22
+
+
+def fp32_exact(values) -> bool:
+    t = torch.tensor(values, dtype=torch.float64)
+    return bool((t.float().double() == t).all())
+
+
+class Compiled:
+    def __init__(self, layer, device):
+        self.attrs = with_defaults(layer.attrs)
+        self.op = layer.op
+        self.device = device
+        self._fp32_ok = fp32_exact(self.attrs["nodes_values"]) and (
+            not self.attrs.get("membership_values")
+            or all(fp32_exact(s) for s in self.attrs["membership_values"] if s))
+        self._forests: dict[torch.dtype, Forest] = {}
+        self.n_trees = len(self.attrs["tree_roots"])
+
+    def forest(self, x: torch.Tensor) -> tuple[Forest, torch.Tensor]:
+        """The forest for x's dtype and x converted to its comparison dtype."""
+        dt = torch.float32 if (x.dtype == torch.float32 and self._fp32_ok) else torch.float64
+        if dt not in self._forests:
+            self._forests[dt] = Forest(self.attrs, self.device, threshold_dtype=dt)
+        return self._forests[dt], x.to(dt)
+
+    def rows_per_block(self) -> int:
+        return max(1, BLOCK_ENTRIES // max(1, self.n_trees * int(self.attrs["n_targets"])))
+
+    def scores(self, forest: Forest, leaves: torch.Tensor) -> torch.Tensor:
+        a = self.attrs
+        return aggregate(forest, leaves, a["aggregate_function"], a["base_values"], a["sum_dtype"])
+
+    def finish(self, x: torch.Tensor, scores: torch.Tensor) -> list[torch.Tensor]:
+        a = self.attrs
+        out_dt = scores_dtype(x, a["out_dtype"])
+        if self.op == "TreeEnsembleClassifier":
+            labels, probs = finish_classifier(scores, leaf_targetids=a["leaf_targetids"],
+                                              classlabels=a["classlabels"], post_transform_kind=a["post_transform"],
+                                              all_positive=True)
+            return [labels, probs.to(out_dt)]
+        return [post_transform(scores, a["post_transform"]).to(out_dt)]
+
+    def run_blocks(self, x: torch.Tensor, find_leaves) -> list[torch.Tensor]:
+        """find_leaves(forest, x_block) → (rows, trees) leaf node indices; aggregated block by block."""
+        forest, xc = self.forest(x.reshape(x.shape[0], -1))
+        step = self.rows_per_block()
+        parts = [self.scores(forest, find_leaves(forest, xc[i:i + step])) for i in range(0, max(1, xc.shape[0]), step)]
+        scores = torch.cat(parts) if parts else xc.new_zeros(0, int(self.attrs["n_targets"]), dtype=torch.float64)
+        return self.finish(x, scores)
