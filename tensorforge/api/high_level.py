@@ -136,12 +136,13 @@ class Engine:
         tensors = {k: _to_tensor(k, v) for k, v in feed.items()}
         ctx = self._borrow()
         try:
-            out = ctx.run(tensors)
+            with ctx._gate():             # the device → host copy below synchronises: not during another's capture
+                out = ctx.run(tensors)
+                if numpy_in:
+                    return {k: v.detach().cpu().numpy() for k, v in out.items()}
+                return out
         finally:
             self._give_back(ctx)
-        if numpy_in:
-            return {k: v.detach().cpu().numpy() for k, v in out.items()}
-        return out
 
     def __call__(self, *args):
         names = self.input_names

@@ -25,6 +25,7 @@ from ..util.errors import BuildError, ExecutionError, InputError, ShapeError, Te
 from ..util.log import get_logger
 from .kernel_regen import regenerate_kernels
 from .plugins_check import check_plugins
+from .cuda_gate import CUDA_GATE
 from .cuda_graph import CaptureFailed, GraphCache, TorchGraphBackend, signature_of
 
 REFERENCE_TACTIC = "any.torch_ref"           # kernels/reference.py: every op's reference, on any device
@@ -111,6 +112,10 @@ class ExecutionContext:
         finally:
             self._busy.release()
 
+    def _gate(self):
+        """CUDA runs hold the process-wide gate shared; warm-up checks and captures take it exclusive."""
+        return CUDA_GATE.shared() if self.device.type == "cuda" else _nothing()
+
     @property
     def device_weights(self) -> dict:
         return self._dev_consts
@@ -194,7 +199,7 @@ class ExecutionContext:
         With a CUDA graph the outputs live in the graph's static buffers, overwritten by the next call of the same
         shapes: `copy_outputs=False` returns those buffers themselves (no copy; TensorRT's output-binding contract).
         """
-        with self._one_thread():
+        with self._one_thread(), self._gate():
             return self._run(feed, copy_outputs)
 
     def _run(self, feed, copy_outputs):
@@ -217,7 +222,7 @@ class ExecutionContext:
 
         Write the next inputs into them in place and pass them back to `run`: no copy is made. None when this
         context runs uncaptured (then pass device tensors to `run` directly)."""
-        with self._one_thread():
+        with self._one_thread(), self._gate():
             return self._bind_inputs(feed)
 
     def _bind_inputs(self, feed):
@@ -330,7 +335,7 @@ class ExecutionContext:
         A kernel that raises becomes one ExecutionError naming the layer (layer_failure).
         """
         try:
-            with self._one_thread():
+            with self._one_thread(), self._gate():
                 return self._execute(feed, host_values, hook)
         except TensorforgeError:
             raise

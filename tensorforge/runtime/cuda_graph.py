@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 import torch
 
+from .cuda_gate import CUDA_GATE
+
 
 class CaptureFailed(Exception):
     """`fn` could not run under capture (a host sync, a data-dependent shape, an unsupported call)."""
@@ -45,10 +47,15 @@ class TorchGraphBackend:
         with torch.cuda.stream(side):
             for _ in range(self.warmup_runs):
                 fn()
-            no_sync(fn)
+            with CUDA_GATE.exclusive():             # the sync debug mode is process-global (runtime/cuda_gate.py)
+                no_sync(fn)
         torch.cuda.current_stream(self.device).wait_stream(side)
 
     def capture(self, fn: Callable[[], Any]):
+        with CUDA_GATE.exclusive():                 # no other thread's work interleaves with the capture
+            return self._capture(fn)
+
+    def _capture(self, fn: Callable[[], Any]):
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize(self.device)
         with torch.cuda.stream(self.side_stream):
