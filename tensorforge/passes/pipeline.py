@@ -39,7 +39,7 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("fuse-gelu", 2, rule_pass(*gelu.RULES)),
     ("fuse-softmax", 2, rule_pass(*softmax.RULES)),
     ("fuse-layernorm", 2, rule_pass(*layernorm.RULES)),
-    ("fuse-qdq-epilogue", 2, rule_pass(*qdq_epilogue.RULES)),   # what follows a quantized op once Gelu is one op
+    ("fuse-qdq-epilogue", 2, qdq_epilogue.fuse_quantized_epilogues),   # what follows a quantized op, Gelu fused
     ("qdq-second-output", 1, fuse_output_quantize),   # after cse and the epilogues: one Q per tensor and scale
     ("fold-conv-bn", 2, rule_pass(*conv_bn.RULES)),
     ("fuse-attention", 3, rule_pass(*attention.RULES)),

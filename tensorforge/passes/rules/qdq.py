@@ -284,6 +284,8 @@ _FUSE = rule_pass(*RULES)
 def fuse_qdq(net, shape_points=None, rejections=None, **options) -> int:
     """The pipeline pass: fuse every matching Q/DQ pattern, then log (info) each Q/DQ layer left running as
     written, with the reason its reader was not fused. Returns the number of fused layers."""
+    if not any(layer.op in ("QuantizeLinear", "DequantizeLinear") for layer in net.layers):
+        return 0                  # a float network: no rule can match, and --verbose stays free of its rejections
     mine: list = []
     changes = _FUSE(net, shape_points=shape_points, rejections=mine, **options)
     if rejections is not None:

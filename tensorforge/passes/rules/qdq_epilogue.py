@@ -1,4 +1,5 @@
 """Epilogue ops found after the first Q/DQ fusion join the quantized op: Q(act(Quantized*(…) [+ b])) ⇒ one op.
+Entry point: `fuse_quantized_epilogues(net, shape_points=..., rejections=None) -> changes`.
 
 fuse-qdq runs before constant folding, so it sees activations as the exporter wrote them: torch's GELU is an
 Erf chain (opset < 20) until fuse-gelu makes it one Gelu op. This rule runs after the activation rules and moves
@@ -9,7 +10,7 @@ and the next layer's QuantizeLinear — into it (implicit INT8 and ModelOpt BERT
 """
 
 from ..pattern import AnyOf, Op, Var
-from .base import Rule
+from .base import Rule, rule_pass
 from .epilogue import per_channel_reason
 from .qdq import _ACTS, _activation_of, _acts, _q
 from .qdq_params import dequantized_constant, quantize_params
@@ -78,3 +79,15 @@ class QuantizedEpilogue(Rule):
 
 
 RULES = [QuantizedEpilogue()]
+_FUSE = rule_pass(*RULES)
+
+
+def fuse_quantized_epilogues(net, shape_points=None, rejections=None, **options) -> int:
+    """The pipeline pass (only when the network has quantized ops)."""
+    if not any(layer.op in anchor_ops() for layer in net.layers):
+        return 0
+    return _FUSE(net, shape_points=shape_points, rejections=rejections, **options)
+
+
+def anchor_ops() -> set[str]:
+    return set(FUSED.split("|"))
