@@ -10,7 +10,8 @@ and per-layer output dtypes (--layerOutputTypes). Rules, in order:
   layers keep their dtype;
 - Cast(to=float32) in a reduced-precision layer (of an int, bool or fp8 tensor) casts to that layer's dtype;
 - float constants are converted to the dtype of their readers (copied when readers disagree); Q/DQ scales keep
-  float32 (a DequantizeLinear in a reduced layer writes its dtype through `output_dtype`);
+  float32 (a DequantizeLinear in a reduced layer writes its dtype through `output_dtype`, a quantized layer with a
+  float output through `y_dtype`; their float inputs — bias, residual — are read as they are);
 - network inputs and outputs keep their declared dtypes: a Cast is inserted at each boundary.
 Casts are then inserted wherever a tensor's dtype differs from its reader's compute dtype, to a fixed point (dtypes
 found by shape/dtype propagation). Memory traffic: halves every activation and weight read of converted layers.
@@ -24,7 +25,8 @@ from ..ir import Layer, Network, TensorInfo, dtype_name, get_spec
 from ..ir.interpret import propagate
 
 CONVERTIBLE = (torch.float32, torch.float16, torch.bfloat16)
-_NO_INPUT_CASTS = {"Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "Identity"}
+_QUANTIZED = {"QuantizedConv", "QuantizedConvTranspose", "QuantizedMatMul"}    # read their float inputs as float32
+_NO_INPUT_CASTS = {"Cast", "CastLike", "QuantizeLinear", "DequantizeLinear", "Identity", *_QUANTIZED}
 
 
 @dataclass
@@ -133,6 +135,9 @@ def _rewrite_casts(net: Network, dtypes: dict[str, torch.dtype], env: dict, isla
             layer.attrs["to"] = dtype_name(p)
         if layer.op == "DequantizeLinear" and p is not None and p != torch.float32:
             layer.attrs["output_dtype"] = dtype_name(p)
+        if layer.op in _QUANTIZED and p is not None and p != torch.float32 and not layer.attrs.get("y_scale") \
+                and layer.attrs.get("y_dtype") == "float32":      # a float output: written in the layer's dtype
+            layer.attrs["y_dtype"] = dtype_name(p)
 
 
 def _output_types(net: Network, plan: PrecisionPlan, env: dict, report: PrecisionReport) -> list[Layer]:
