@@ -524,6 +524,8 @@ def _feeds(engine, shapes: dict, rng: np.random.Generator):
             t = torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(dtype)
         elif dtype == torch.bool:
             t = torch.from_numpy(rng.integers(0, 2, shape).astype(bool))
+        elif dtype.itemsize == 1 and dtype not in (torch.int8, torch.uint8):   # sub-byte/e8m0: one code a byte
+            t = torch.from_numpy(rng.integers(0, 3, shape).astype(np.uint8)).view(dtype)
         else:
             t = torch.from_numpy(rng.integers(0, 3, shape)).to(dtype)
         feeds[info.name] = t
