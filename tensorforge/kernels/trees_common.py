@@ -31,6 +31,7 @@ class Compiled:
             or all(fp32_exact(s) for s in self.attrs["membership_values"] if s))
         self._forests: dict[torch.dtype, Forest] = {}
         self.n_trees = len(self.attrs["tree_roots"])
+        self.all_positive = min(self.attrs["leaf_weights"] or [0]) >= 0
 
     def forest(self, x: torch.Tensor) -> tuple[Forest, torch.Tensor]:
         """The forest for x's dtype and x converted to its comparison dtype."""
@@ -52,7 +53,7 @@ class Compiled:
         if self.op == "TreeEnsembleClassifier":
             labels, probs = finish_classifier(scores, leaf_targetids=a["leaf_targetids"],
                                               classlabels=a["classlabels"], post_transform_kind=a["post_transform"],
-                                              all_positive=True)
+                                              all_positive=self.all_positive)
             return [labels, probs.to(out_dt)]
         return [post_transform(scores, a["post_transform"]).to(out_dt)]
 

@@ -133,15 +133,20 @@ def add_base(scores: torch.Tensor, base_values) -> torch.Tensor:
 
 def finish_classifier(scores: torch.Tensor, *, leaf_targetids, classlabels, post_transform_kind: str,
                       all_positive: bool):
-    """Binary ensembles (every vote for target 0) score class 1 as s and class 0 as 1−s (NONE, PROBIT) or −s;
-    then post_transform; the label is the arg-max class."""
+    """Labels and probabilities, as onnxruntime writes them.
+    Binary ensembles (two labels, every vote for target 0 — how gradient boosting writes two classes) score s:
+      all leaf weights ≥ 0: label = class 1 iff s > ½, probabilities (1 − s, s), no transform;
+      otherwise:            label = class 1 iff s > 0,  probabilities post_transform((−s, s)).
+    Others: label = the arg-max class of the scores (first on ties), probabilities post_transform(scores)."""
     n_classes = len(classlabels)
     if len(set(leaf_targetids)) == 1 and n_classes == 2:
         s = scores[:, :1]
-        other = 1 - s if post_transform_kind in ("NONE", "PROBIT") else -s
-        scores = torch.cat([other, s], dim=1)
+        table = torch.tensor(list(classlabels), dtype=torch.int64, device=scores.device)
+        if all_positive:
+            return table[(s[:, 0] > 0.5).long()], torch.cat([1 - s, s], dim=1)
+        return table[(s[:, 0] > 0).long()], post_transform(torch.cat([-s, s], dim=1), post_transform_kind)
     probs = post_transform(scores, post_transform_kind)
-    return labels_of(probs.argmax(1), classlabels), probs
+    return labels_of(scores.argmax(1), classlabels), probs
 
 
 def with_defaults(attrs: dict) -> dict:
