@@ -37,6 +37,7 @@ class BuilderConfig:
     workspace_bytes: int | None = None
     timing_cache_path: str | None = None
     use_timing_cache: bool = True
+    error_on_timing_cache_miss: bool = False    # a timed layer missing from the cache fails the build
     timing_cache: object | None = None     # a builder.timing_cache.TimingCache, updated in place (set_timing_cache)
     device: str | None = None
     max_fold_elements: int = 1 << 24
@@ -51,6 +52,7 @@ class BuilderConfig:
     calibration: object | None = None                   # builder.calibration.CalibrationSource
     calibration_profile: OptimizationProfile | None = None
     dynamic_ranges: dict = field(default_factory=dict)  # tensor name → amax (symmetric range)
+    best_by_timing: bool = True                         # --best: INT8 or FP16 per layer by timing (builder/best.py)
 
     def add_optimization_profile(self, profile: OptimizationProfile) -> int:
         self.profiles.append(profile)

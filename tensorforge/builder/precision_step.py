@@ -9,7 +9,7 @@
 specs are resolved by precision_spec.select on the network of each step.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -19,6 +19,7 @@ from ..util.log import get_logger
 from .calibration import quantize_network
 from .calibration.qdq_insert import QUANTIZED_OPS, insert_qdq
 from .precision import PrecisionPlan, apply_precision
+from .best import choose_precisions
 from .precision_spec import TYPES, select
 from .sparsity import apply_sparsity
 
@@ -31,6 +32,7 @@ class PrecisionState:
     unmet: list[tuple[str, str]] = field(default_factory=list)
     quant: object | None = None                           # calibration.QuantizationResult
     sparsity: object | None = None                        # sparsity.SparsityReport
+    best: object | None = None                            # best.BestChoice
 
 
 def _check_flags(config) -> None:
@@ -94,6 +96,9 @@ def quantize(net: Network, config, device, points: list[dict], state: PrecisionS
     if config.layer_precisions:
         config.layer_precisions = _expand(net, config.layer_precisions, config, points)
     wanted = select(net, config.layer_precisions, "--layerPrecisions", state.known, get_logger())
+    choice = None
+    if config.best and config.best_by_timing:         # INT8 vs FP16 per layer, by timing two trial builds
+        choice = choose_precisions(net, config, device)
     if config.sparsity not in ("disable", "enable", "force"):
         raise UsageError(f"sparsity {config.sparsity!r} is not disable, enable or force", "write --sparsity=enable")
     state.sparsity = apply_sparsity(net, config.sparsity, device)
@@ -107,7 +112,12 @@ def quantize(net: Network, config, device, points: list[dict], state: PrecisionS
     if not quantizing:
         return
     skip = {name for name, p in wanted.items() if p in _FLOAT}
-    state.quant = quantize_network(net, config, device, points, skip)
+    qconfig = config
+    if choice is not None:
+        skip |= {n for n in choice.keep_fp16 if wanted.get(n) not in ("int8", "fp8")}
+        qconfig = replace(config, calibration=None, dynamic_ranges={**choice.amax, **config.dynamic_ranges})
+        state.best = choice
+    state.quant = quantize_network(net, qconfig, device, points, skip)
     if state.quant is None:
         return
     ops = {la.name: la.op for la in net.layers}
@@ -161,6 +171,9 @@ def finish(config, state: PrecisionState, net: Network | None = None) -> dict:
         info["quantization"] = {"kind": state.quant.kind, "ranges": state.quant.origin,
                                 "layers": list(state.quant.report.layers),
                                 "tensor_scales": state.quant.scales()}
+    if state.best is not None:
+        info["best"] = {"fp16_layers": state.best.keep_fp16,
+                        "costs_ms": {n: {"int8": round(q, 5), "fp16": round(f, 5)} for n, (q, f) in state.best.costs.items()}}
     if state.sparsity is not None and state.sparsity.mode != "disable":
         used = [la.name for la in (net.layers if net is not None else []) if la.op == "SparseGemm"
                 and la.tactic and "semi_structured" in la.tactic]

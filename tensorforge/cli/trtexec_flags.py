@@ -76,11 +76,21 @@ class ExecOptions:
     use_timing_cache: bool = True
     workspace_bytes: int | None = None
     use_cuda_graph: bool | None = None           # None: on where the device supports it (CUDA)
+    more_profiles: list = field(default_factory=list)  # --profile=1.. : [{"min": {}, "opt": {}, "max": {}}, ...]
+    use_profile: int | None = None               # --useProfile=N: inference shapes must fit profile N
+    profiling_verbosity: str = "layer_names_only"
+    tactic_sources: str | None = None            # recorded; tensorforge's tactic libraries are not chosen by name
+    max_aux_streams: int | None = None
+    min_timing: int | None = None                # --minTiming / --avgTiming: trtexec 8.x, accepted as no-ops
+    avg_timing: int | None = None
+    no_compilation_cache: bool = False
+    error_on_cache_miss: bool = False
     inf_streams: int = 1
     dump_profile: bool = False
     export_profile: str | None = None
     separate_profile_run: bool = False
     dump_layer_info: bool = False
+    dump_optimization_profile: bool = False
     export_layer_info: str | None = None
     help: bool = False
     given: list = field(default_factory=list)    # flag names in command-line order
@@ -187,6 +197,17 @@ def _paths(text: str, flag: str) -> list[str]:
     return parts
 
 
+def _workspace(text: str, flag: str) -> int:
+    """trtexec 8.x's --workspace=N (MiB) → bytes, as --memPoolSize=workspace:N."""
+    return int(_number(float, 0)(text, flag) * 2**20)
+
+
+def _profile_index(text: str, flag: str) -> int:
+    return _number(int, 0)(text, flag)
+
+
+CONVERTERS.update({"workspace": _workspace, "profile": _profile_index,
+                   "verbosity": _choice("layer_names_only", "detailed", "none"), "nonneg": _number(int, 0)})
 CONVERTERS.update({"precisions": _precisions, "output_types": _output_types, "paths": _paths,
                    "constraints": _choice("none", "prefer", "obey"), "sparsity": _choice("disable", "enable", "force"),
                    "calib_algo": _choice("entropy2", "entropy", "minmax", "percentile", "legacy")})
@@ -202,9 +223,7 @@ def refuse(name, section, why, value=None) -> Flag:
 
 
 _LOWP = "INT4 weight-only quantization is not implemented"
-_CACHE = "not implemented: a timing-cache miss times the layer and records it"
-_INFO = ("not implemented: layer information always has every detail (--dumpLayerInfo, --exportLayerInfo); "
-         "`tensorforge inspect model.engine` shows profiles and layers")
+_INFO = "layer information always has every detail: use --dumpLayerInfo, or `tensorforge inspect model.engine`"
 _STREAM = "streams inside one engine are not implemented; --infStreams=N runs N contexts on N streams"
 _TIMING = "the timing method is fixed: 3 warm-up runs, then the median of 10 CUDA-graph replays per candidate"
 _PLUG = ("engines never contain plugin code and ONNX models name no plugin libraries; load plugins with "
@@ -235,7 +254,8 @@ _ROWS = [
     use("--int8", "Build", "int8", "INT8 Conv/Gemm/MatMul from calibrated ranges (--calib/--calibData; without "
         "them placeholder ranges, for speed only)"),
     use("--fp8", "Build", "fp8", "FP8 E4M3 Conv/Gemm/MatMul from calibrated ranges (amax/448)"),
-    use("--best", "Build", "best", "every precision allowed: FP16 everywhere, INT8 where calibrated ranges exist"),
+    use("--best", "Build", "best", "every precision allowed: FP16, and INT8 per layer where it times faster (two "
+        "trial builds)"),
     use("--calib", "Build", "calib", "calibration cache (TensorRT's text format): read when it exists, else "
         "written after calibrating from --calibData", "<file>"),
     use("--calibData", "Build", "calib_data", "calibrate from these inputs: a folder of .npz (one array per input) "
@@ -258,25 +278,33 @@ _ROWS = [
     refuse("--layerDeviceTypes", "Build", _DLA, "spec"),
     use("--memPoolSize", "Build", "workspace_bytes", "workspace:N[B|K|M|G] (MiB by default): scratch memory a "
         "tactic may use beyond its inputs and outputs; hungrier tactics are rejected while timing", "spec", "pools"),
-    refuse("--workspace", "Build", "deprecated in trtexec; use --memPoolSize=workspace:N", "N"),
+    use("--workspace", "Build", "workspace_bytes", "deprecated (trtexec 8.x): read as --memPoolSize=workspace:N "
+        "(N MiB), with a deprecation line", "N", "workspace"),
     use("--timingCacheFile", "Build", "timing_cache_file", "read and update this timing cache (merged on save)",
         "<file>"),
     use("--noBuilderCache", "Build", "use_timing_cache", "no timing cache: time every layer, even identical ones",
         const=False),
-    refuse("--errorOnTimingCacheMiss", "Build", _CACHE),
+    use("--errorOnTimingCacheMiss", "Build", "error_on_cache_miss", "fail the build when a layer with several "
+        "candidate tactics is not in --timingCacheFile (instead of timing it)"),
+    use("--noCompilationCache", "Build", "no_compilation_cache", "no-op: compiled kernels are cached by their source "
+        "hash only and engines hold no compiled code"),
     use("--sparsity", "Build", "sparsity", "disable (default) | enable (2:4 sparse GEMM tactics for weights with "
         "the pattern, CUDA) | force (prune weights to 2:4 first: speed runs only, accuracy is not kept)", "spec",
         "sparsity"),
-    refuse("--profilingVerbosity", "Build", _INFO, "mode"),
-    refuse("--tacticSources", "Build", "tactics are tensorforge's own (torch, Triton); choosing libraries is not "
-           "implemented", "tactics"),
+    use("--profilingVerbosity", "Build", "profiling_verbosity", "layer_names_only | detailed | none: no-op, "
+        "engines always record every layer's op, tactic, precision and ONNX origin (" + _INFO + ")", "mode",
+        "verbosity"),
+    use("--tacticSources", "Build", "tactic_sources", "no-op (logged): cuBLAS/cuDNN/... masks name TensorRT's "
+        "libraries; tensorforge's tactics are torch, Triton and oneDNN, all candidates are timed", "tactics"),
     refuse("--inputIOFormats", "Build", "I/O formats other than linear in the model's dtypes are not implemented",
            "spec"),
     refuse("--outputIOFormats", "Build", "I/O formats other than linear in the model's dtypes are not implemented",
            "spec"),
-    refuse("--profile", "Build", "several optimization profiles from the command line are not supported yet; the "
-           "Python API (BuilderConfig.add_optimization_profile) builds them", "N"),
-    refuse("--maxAuxStreams", "Build", _STREAM, "N"),
+    use("--profile", "Build", "more_profiles", "start optimization profile N (0, 1, ... in order): the "
+        "--minShapes/--optShapes/--maxShapes after it belong to it; the runtime picks the first profile that fits "
+        "the shapes", "N", "profile"),
+    use("--maxAuxStreams", "Build", "max_aux_streams", "no-op: layers of one engine run in order on one stream "
+        "(" + _STREAM + ")", "N", "nonneg"),
     refuse("--maxTactics", "Build", _TIMING, "N"),
     refuse("--hardwareCompatibilityLevel", "Build", _PLAN, "mode"),
     refuse("--runtimePlatform", "Build", _PLAN, "platform"),
@@ -291,8 +319,13 @@ _ROWS = [
     refuse("--tempdir", "Build", "builds write no temporary files", "<dir>"),
     refuse("--tempfileControls", "Build", "builds write no temporary files", "controls"),
     refuse("--explicitBatch", "Build", _LEGACY), refuse("--maxBatch", "Build", _LEGACY, "N"),
-    refuse("--minTiming", "Build", _TIMING, "N"),
-    refuse("--avgTiming", "Build", _TIMING, "N"),
+    use("--minTiming", "Build", "min_timing", "no-op, accepted for trtexec 8.x scripts (removed in trtexec "
+        "10): " + _TIMING, "N", "count"),
+    use("--avgTiming", "Build", "avg_timing", "no-op, accepted for trtexec 8.x scripts (removed in trtexec "
+        "10): " + _TIMING, "N", "count"),
+    refuse("--allocationStrategy", "Build", "activation memory is planned once at build time for the max shapes; "
+           "static/profile/runtime strategies are not implemented", "mode"),
+    refuse("--markUnfusedTensorsAsDebugTensors", "Build", "debug tensors are not implemented"),
     refuse("--markDebug", "Build", "debug tensors are not implemented", "spec"),
     # Inference
     use("--shapes", "Inference", "shapes", "input shapes for inference (dynamic engines default to the opt shapes)",
@@ -310,11 +343,16 @@ _ROWS = [
         const=True),
     use("--useSpinWait", "Inference", "spin_wait", "busy-wait on CUDA events instead of blocking"),
     use("--useCudaGraph", "Inference", "use_cuda_graph", "require CUDA-graph replay (an engine that cannot be "
-        "captured is an error); the default captures where possible"),
+        "captured is an error); the default captures where possible; on the CPU it does not apply (said, run goes "
+        "on)"),
     use("--noCudaGraph", "Inference", "use_cuda_graph", "run every layer eagerly, no CUDA graph", const=False),
     use("--infStreams", "Inference", "inf_streams", "also measure throughput with N execution contexts on N "
         "streams", "N", "count"),
     use("--streams", "Inference", "inf_streams", "alias of --infStreams", "N", "count"),
+    use("--useProfile", "Inference", "use_profile", "run with optimization profile N: the inference shapes must "
+        "fit it (default: the first profile that fits)", "N", "nonneg"),
+    refuse("--asyncFileReader", "Inference", "engines are read whole from a file; streaming readers are not "
+           "implemented", "<file>"),
     use("--separateProfileRun", "Inference", "separate_profile_run", "profile layers in a run apart from the "
         "timed one (always the case here: graphs are not profiled per layer)"),
     refuse("--sleepTime", "Inference", "a delay between launch and compute is not implemented", "N"),
@@ -341,7 +379,9 @@ _ROWS = [
         "<file>"),
     use("--dumpLayerInfo", "Reporting", "dump_layer_info", "print every layer: op, tactic, precision, ONNX origin"),
     use("--exportLayerInfo", "Reporting", "export_layer_info", "write the layer information as JSON", "<file>"),
-    refuse("--dumpRefit", "Reporting", _PLAN), refuse("--dumpOptimizationProfile", "Reporting", _INFO),
+    refuse("--dumpRefit", "Reporting", _PLAN),
+    use("--dumpOptimizationProfile", "Reporting", "dump_optimization_profile", "print every optimization profile "
+        "(min/opt/max per input) of the engine"),
     refuse("--dumpRawBindingsToFile", "Reporting", "use --exportOutput (JSON)"),
     # System
     use("--device", "System", "device", "N = cuda:N; also cpu or cuda (default: cuda when present, else cpu)", "N"),
@@ -367,9 +407,13 @@ def parse_argv(argv: list[str]) -> ExecOptions:
     """trtexec's command line → ExecOptions. Every problem is a one-line UsageError (exit code 2)."""
     opts = ExecOptions()
     setter: dict[str, str] = {}                  # field → the flag that set it
+    profile = None                               # the --profile=N the shape flags belong to now
     for arg in argv:
         name, eq, text = arg.partition("=")
         row = FLAGS.get(name)
+        if name == "--profile" or (profile and name in _PROFILE_SHAPES):
+            profile = _profile_arg(opts, name, eq, text, profile)
+            continue
         if row is None:
             if not arg.startswith("-"):
                 raise UsageError(f"unexpected argument {arg!r}: trtexec flags are written --flag=value",
@@ -398,6 +442,34 @@ def parse_argv(argv: list[str]) -> ExecOptions:
                 raise UsageError(f"{name} needs a value", f"write {name}={row.value} (trtexec syntax, no space)")
             setattr(opts, row.field, CONVERTERS[row.convert](text, name))
     return opts
+
+
+_PROFILE_SHAPES = {"--minShapes": "min", "--optShapes": "opt", "--maxShapes": "max"}
+
+
+def _profile_arg(opts: ExecOptions, name: str, eq: str, text: str, profile: int | None) -> int:
+    """`--profile=N` starts profile N (0, 1, 2, ... in order); a shape flag after `--profile=N` (N ≥ 1) fills profile
+    N. Profile 0's shapes stay in min_shapes/opt_shapes/max_shapes, so a command without --profile is unchanged."""
+    if name == "--profile":
+        if not eq or not text:
+            raise UsageError("--profile needs a value", "write --profile=0 --minShapes=... --profile=1 --minShapes=...")
+        n = _profile_index(text, name)
+        expected = 0 if profile is None else profile + 1
+        if n != expected:
+            raise UsageError(f"--profile={n} out of order: the next profile is {expected}",
+                             "number the profiles 0, 1, 2, ... in command-line order")
+        if n > 0:
+            opts.more_profiles.append({"min": {}, "opt": {}, "max": {}})
+        opts.given.append(name)
+        return n
+    if not eq:
+        raise UsageError(f"{name} needs a value", f"write {name}=spec (trtexec syntax, no space)")
+    shapes = opts.more_profiles[profile - 1][_PROFILE_SHAPES[name]]
+    if shapes:
+        raise UsageError(f"{name} is given twice for profile {profile}", "give each shape flag once per --profile")
+    shapes.update(parse_shapes(text, name))
+    opts.given.append(name)
+    return profile
 
 
 def help_text() -> str:
