@@ -12,6 +12,7 @@ import hashlib
 
 from ..ir import Layer, Network
 from ..ir.ops.fused import CHAIN_DTYPES
+from ..util.log import get_logger
 from .chain_check import MAX_RANK, chain_problem
 from .pointwise import generate
 
@@ -57,13 +58,18 @@ def chain_source(layer: Layer, tensors: dict) -> str:
 
 
 def generate_kernel_sources(net: Network) -> dict[str, str]:
-    """Builder: every PointwiseChain's source by hash, each hash written into its layer's `attrs["kernel"]`.
-    Needs final dtypes and ranks in `net.tensors` (run after shape inference)."""
+    """Builder: every PointwiseChain's source by hash, each hash written into its layer's `attrs["kernel"]` ("" for
+    a chain the generator cannot take: it runs its reference). Needs final dtypes and ranks in `net.tensors`."""
     sources: dict[str, str] = {}
     for layer in net.layers:
         if layer.op != "PointwiseChain":
             continue
-        text = chain_source(layer, net.tensors)
+        try:
+            text = chain_source(layer, net.tensors)
+        except ChainDataError as e:     # e.g. an input whose dtype is known only at run time: no generated kernel
+            get_logger().verbose(f"no generated kernel for {layer.name!r}: {e}")
+            layer.attrs["kernel"] = ""
+            continue
         key = source_hash(text)
         layer.attrs["kernel"] = key
         sources[key] = text
