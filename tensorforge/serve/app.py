@@ -121,10 +121,22 @@ def run_application(spec: AppSpec, root: bool = False) -> str:
     try:
         serve.run(build_application(spec, server_routes=root), name=spec.app_name, route_prefix=prefix)
     except RuntimeError as e:
+        reason = _deployment_message(spec.app_name) or _first_reason(e)
         serve.delete(spec.app_name)
-        raise UsageError(f"application {spec.app_name!r} did not become healthy: {_first_reason(e)}",
+        raise UsageError(f"application {spec.app_name!r} did not become healthy: {reason}",
                          "check the engine file; run with --verbose for Ray's log") from e
     return spec.app_name
+
+
+def _deployment_message(app_name: str) -> str | None:
+    """The replica's own error as Serve's controller recorded it (the serve.run exception only says 'failed')."""
+    from ray import serve
+    try:
+        app = serve.status().applications.get(app_name)
+        message = app.deployments[DEPLOYMENT].message if app and DEPLOYMENT in app.deployments else ""
+    except Exception:  # noqa: BLE001 - the status is a nicety; the caller has a reason of its own
+        return None
+    return _first_reason(RuntimeError(message)) if message else None
 
 
 def deploy(specs: list[AppSpec], http_port: int = 8000, grpc_port: int = 9000, host: str = "127.0.0.1",

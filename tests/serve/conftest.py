@@ -100,7 +100,8 @@ def ray_cluster():
     finally:
         serve.shutdown()
         ray.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
+        if not os.environ.get("TFG_KEEP_RAY_LOGS"):
+            shutil.rmtree(temp, ignore_errors=True)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

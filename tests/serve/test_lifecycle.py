@@ -28,7 +28,8 @@ def test_broken_engine_never_goes_healthy(ray_cluster, ray_server, tmp_path):
     with pytest.raises(UsageError) as info:
         app.run_application(spec(broken, name="broken", load_retries=1))
     message = str(info.value)
-    assert "broken" in message and "engine" in message.lower()
+    # the replica's own reason (EngineModel → the engine loader), not just "failed"
+    assert "cannot load engine" in message and "not a tensorforge engine" in message, message
     assert _status("broken") is None
     assert httpclient.InferenceServerClient(ray_server.http).is_model_ready(ray_server.model)
 
