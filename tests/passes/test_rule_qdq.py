@@ -172,7 +172,8 @@ def test_computed_weights_are_not_fused():
     assert ops(engine).count("QuantizeLinear") >= 1 and ops(engine).count("DequantizeLinear") >= 1
 
 
-def test_blocked_weights_are_not_fused():
+def test_blocked_weights_are_not_an_int8_gemm_but_weight_only():
+    """Blocked weight scales: not the int8 GEMM (the reason is recorded), but the weight-only op (qdq_int4)."""
     g = G(opset=21)
     x = g.input("x", [2, 8])
     w = RNG.randint(-7, 8, (8, 4)).astype(np.int8)
@@ -182,7 +183,7 @@ def test_blocked_weights_are_not_fused():
     g.output(g.dq(g.q(y, 0.1, 0, np.int8), 0.1, 0, np.int8))
     model = g.model()
     engine, log = _check_exact(model, _feeds(model, x=(2, 8)), 0.1, min_exact=1.0)
-    assert "QuantizedMatMul" not in ops(engine)
+    assert "QuantizedMatMul" not in ops(engine) and ops(engine).count("BlockQuantizedMatMul") == 1
     assert "is blocked (block_size=4)" in log
 
 

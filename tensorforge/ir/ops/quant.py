@@ -19,8 +19,9 @@ from .low_precision import FLOAT4, FLOAT8, INT_RANGES, as_int, float4_encode, fr
 
 
 def _broadcast(p: torch.Tensor, x: torch.Tensor, axis: int, block_size: int) -> torch.Tensor:
-    """Expand a per-tensor / per-axis / blocked parameter to x's shape."""
-    p = p.to(x.device)
+    """Expand a per-tensor / per-axis / blocked parameter to x's shape (sub-byte integers as their int8/uint8
+    bytes: torch has no copy kernels for int4)."""
+    p = as_int(p).to(x.device)
     if p.dim() == 0 or p.numel() == 1 and x.dim() <= 1 and not block_size:
         return p.reshape(())
     axis = axis % x.dim()

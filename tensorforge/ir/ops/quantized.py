@@ -143,3 +143,17 @@ def quantized_matmul(a_, w, bias=None, residual=None, post_bias=None, **a):
     acc = torch.matmul(centered(a_, a["x_zero_point"]), centered(w, a["w_zero_point"], 0).to(a_.device).t())
     return requantize(exact_accumulator(acc, a_), channel_multiplier(a["x_scale"], a["w_scale"]), bias, residual,
                       a, acc.dim() - 1, post_bias)
+
+
+@op("BlockQuantizedMatMul", attrs={"block_size": REQUIRED, "activation": "none", "alpha": 0.0, "beta": 0.0})
+def block_quantized_matmul(a_, w, scale, zero_point=None, bias=None, **a):
+    """Weight-only quantization (ONNX opset 21 blocked DequantizeLinear on a MatMul's weights, e.g. int4):
+    out = act(a @ DQ(w)ᵀ + bias), w (N, K) int4/uint4/int8 as stored (one value a byte), scale and zero_point
+    (N, ⌈K/block_size⌉) — one per block of `block_size` consecutive k. DQ is ONNX's: (w − z)·s in the scale's
+    type. Traffic: a once, w 1 byte/weight (half of fp16; a packed layout would halve it again), out once."""
+    from .quant import dequantize_linear
+    wf = dequantize_linear(w, scale, zero_point, axis=1, block_size=a["block_size"]).to(a_.dtype)
+    y = torch.matmul(a_, wf.t())
+    if bias is not None:
+        y = y + bias.to(y.dtype)
+    return apply_activation(y, a["activation"], a["alpha"], a["beta"])

@@ -23,6 +23,7 @@ from ...util.log import get_logger
 from ..pattern import AnyOf, Const, Op, Var
 from .base import Rule, rule_pass
 from .epilogue import _activation, per_channel_reason
+from .qdq_int4 import BlockedWeightMatMul
 from .qdq_params import QUANT_TYPES, dequant, dequantized_constant, per_tensor, quantize_params, quantized_constant
 
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
@@ -277,7 +278,7 @@ class QDQGemm(QDQMatMul):
         return "Gemm with transA=1" if core.attrs.get("transA", 0) else None
 
 
-RULES = [QDQConv(), QDQConvTranspose(), QDQMatMul(), QDQGemm()]
+RULES = [QDQConv(), QDQConvTranspose(), QDQMatMul(), QDQGemm(), BlockedWeightMatMul()]
 _FUSE = rule_pass(*RULES)
 
 
