@@ -2,6 +2,7 @@
 engine called in a loop in one process. Needs ray[serve] 2.60 on the device (`pip install 'tensorforge[serve]'`);
 without it the Ray checks FAIL with that reason and only the in-process numbers are printed.
 One PASS/FAIL line per check; exit 1 on any FAIL.   PYTHONPATH=. python3 bench/gpu_smoke/serve_resnet.py  (≈ 60–90 s)
+`--cpu-dry-run`: the same steps with bench/zoo's tiny_cnn on the CPU (checks the script itself, no GPU needed).
 """
 
 import http.client
@@ -79,27 +80,30 @@ def client_load(port, name, x, want, threads=16, seconds=10.0):
 def main() -> int:
     import tensorforge as tfg
     import zoo
+    dry = "--cpu-dry-run" in sys.argv
+    model_name, device, image = ("tiny_cnn", "cpu", 32) if dry else ("resnet50", "cuda", 224)
     tmp = tempfile.mkdtemp(prefix="serve-smoke-")
-    path = os.path.join(tmp, "resnet50.engine")
+    path = os.path.join(tmp, f"{model_name}.engine")
     t0 = time.perf_counter()
-    onnx_bytes, _ = zoo.export("resnet50", zoo.make("resnet50").eval())
-    engine = tfg.build(onnx_bytes, fp16=True, device="cuda",
-                       shapes={"input": ((1, 3, 224, 224), (8, 3, 224, 224), (16, 3, 224, 224))})
+    onnx_bytes, _ = zoo.export(model_name, zoo.make(model_name).eval())
+    engine = tfg.build(onnx_bytes, fp16=not dry, device=device,
+                       shapes={"input": tuple((b, 3, image, image) for b in (1, 8, 16))})
     engine.save(path)
-    line(True, "build_resnet50_fp16", f"{time.perf_counter() - t0:.1f} s")
+    line(True, f"build_{model_name}_{'fp32' if dry else 'fp16'}", f"{time.perf_counter() - t0:.1f} s")
     name_in = engine.input_names[0]
     in_dtype = {torch.float16: np.float16, torch.float32: np.float32}[engine.data.inputs[0].dtype]
-    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(in_dtype)
+    x = np.random.default_rng(0).standard_normal((1, 3, image, image)).astype(in_dtype)
     want = engine.run({name_in: x})[engine.output_names[0]].astype(np.float32)
-    xs = torch.from_numpy(x).cuda()
+    xs = torch.from_numpy(x).to(device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     for _ in range(20):
         engine.run({name_in: xs})
-    torch.cuda.synchronize()
+    sync()
     t0 = time.perf_counter()
     n = 300
     for _ in range(n):
         engine.run({name_in: xs})
-    torch.cuda.synchronize()
+    sync()
     loop_rps = n / (time.perf_counter() - t0)
     line(True, "in_process_loop_batch1", f"{loop_rps:.0f} req/s ({1e3 / loop_rps:.2f} ms/request)")
     try:
@@ -112,19 +116,22 @@ def main() -> int:
     os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
     http_port, grpc_port = free_port(), free_port()
     t0 = time.perf_counter()
-    app.start(http_port, grpc_port, ray_init={"num_gpus": 1, "include_dashboard": False, "log_to_driver": False,
+    app.start(http_port, grpc_port, ray_init={"num_gpus": 0 if dry else 1, "include_dashboard": False,
+                                               "log_to_driver": False,
                                                "_temp_dir": tempfile.mkdtemp(prefix="r", dir="/tmp")})
     try:
-        app.run_application(app.AppSpec(path, name="resnet50", gpus_per_replica=1.0, batch_wait_ms=2.0), root=True)
+        app.run_application(app.AppSpec(path, name=model_name, gpus_per_replica=0.0 if dry else 1.0,
+                                        batch_wait_ms=2.0), root=True)
         line(True, "ray_app_healthy", f"{time.perf_counter() - t0:.1f} s to start Ray + warm the replica")
-        place = serve.get_app_handle("resnet50").placement.remote().result(timeout_s=30)
-        line(place["device"].startswith("cuda") and place["contexts"] == 2, "replica_on_gpu", json.dumps(place))
-        rps, (p50, p99), bad, errors = client_load(http_port, "resnet50", x, want)
+        place = serve.get_app_handle(model_name).placement.remote().result(timeout_s=30)
+        on_gpu = place["device"].startswith("cuda") and place["contexts"] == 2
+        line(on_gpu or dry, "replica_on_gpu", json.dumps(place))
+        rps, (p50, p99), bad, errors = client_load(http_port, model_name, x, want, seconds=5.0 if dry else 10.0)
         line(not bad and not errors, "ray_answers_match_engine_run",
              f"{len(bad)} off (worst {max(bad, default=0):.3f}), {len(errors)} errors {errors[:2]}")
         line(True, "ray_throughput_16_clients", f"{rps:.0f} req/s, p50 {p50:.2f} ms, p99 {p99:.2f} ms; "
              f"{rps / loop_rps:.2f}x the in-process batch-1 loop")
-        stats = json.loads(urllib_get(http_port, "/v2/models/resnet50/stats"))
+        stats = json.loads(urllib_get(http_port, f"/v2/models/{model_name}/stats"))
         sizes = sorted(b["batch_size"] for b in stats["model_stats"][0]["batch_stats"])
         line(any(s > 1 for s in sizes), "ray_batches_formed", f"batch sizes run: {sizes}")
     finally:
