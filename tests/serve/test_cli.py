@@ -78,3 +78,20 @@ def test_import_tensorforge_and_export_do_not_load_ray(engine_path, tmp_path):
             "assert 'ray' not in sys.modules, 'ray imported'; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "ok", out.stderr[-500:]
+
+
+def test_emitted_config_is_valid_for_ray_and_builds(engine_path, capsys):
+    """Ray's own schema (ServeDeploySchema) accepts the emitted config, and its import_path builds the app."""
+    from ray.serve.schema import ServeDeploySchema
+
+    from tensorforge.serve.app import AppSpec, app_builder, deployment_options
+    assert main(["serve", str(engine_path), "--replicas", "auto", "--max-replicas", "6",
+                 "--emit-config", "serve"]) == 0
+    config = yaml.safe_load(capsys.readouterr().out)
+    schema = ServeDeploySchema.model_validate(config)
+    assert schema.applications[0].import_path == "tensorforge.serve.app:app_builder"
+    application = app_builder(config["applications"][0]["args"])
+    assert type(application).__name__ == "Application"
+    opts = deployment_options(AppSpec(str(engine_path), replicas="auto", max_replicas=6), str(engine_path))
+    assert opts["autoscaling_config"]["min_replicas"] == 1 and opts["autoscaling_config"]["max_replicas"] == 6
+    assert "num_replicas" not in opts and opts["user_config"]["engine"] == str(engine_path)
