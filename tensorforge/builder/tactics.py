@@ -2,7 +2,10 @@
 
 Entry point: `choose_tactics(net, device, config, opt_point=...) -> TacticReport`. For each layer the kernels
 registry lists the applicable (tactic, config) pairs, with reasons for the rest. One candidate, a host-placed layer,
-optimisation level 0 or a CPU build (no timer given): the highest-priority candidate wins, untimed. Otherwise each
+optimisation level 0, or a CPU build without a timing cache: the highest-priority candidate wins, untimed (CPU
+engines stay reproducible by default). A CPU build with a timing cache (--timingCacheFile, set_timing_cache) times
+its candidates with `CpuTimer` (host clock, median of a few runs) and keeps them in the cache as a GPU build does.
+Otherwise each
 candidate is built, run once (compilation, lazy init, and a check that it runs at all) and timed by a `Timer` on
 inputs of the layer's real shapes, strides and dtypes at the opt point; the lowest median wins. Identical layers
 (same `timing_cache.layer_signature`) are timed once per build, and never again when the timing cache is warm.
@@ -102,6 +105,26 @@ class CudaEventTimer:
         return Measurement([s.elapsed_time(e) for s, e in zip(starts, ends)], scratch)
 
 
+class CpuTimer:
+    """Host time of one candidate on the CPU: `warmup` runs, then the median of `iters` perf_counter-timed runs.
+
+    Few iterations on purpose: CPU timing only decides between candidates of layers that have two or more (torch
+    vs oneDNN, ...), and the build must stay quick. No scratch measurement on the host (scratch_bytes None)."""
+
+    def __init__(self, warmup: int = 1, iters: int = 5):
+        self.warmup, self.iters = warmup, iters
+
+    def measure(self, tactic_id: str, run: Callable[[], list]) -> Measurement:
+        for _ in range(self.warmup):
+            run()
+        times = []
+        for _ in range(self.iters):
+            t0 = time.perf_counter()
+            run()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return Measurement(times)
+
+
 def _try_capture(run, stream):
     """A CUDA graph of `run`, or None when `run` synchronises with the host (checked first with torch's sync debug
     mode: a capture that fails half-way would leave torch's CUDA RNG in capture state)."""
@@ -163,9 +186,11 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
     log = get_logger()
     t0 = time.perf_counter()
     report = TacticReport()
-    timing = config.optimization_level > 0 and (timer is not None or device.type == "cuda")
+    cpu_cache = device.type == "cpu" and config.use_timing_cache and bool(
+        config.timing_cache_path or getattr(config, "timing_cache", None) is not None or cache is not None)
+    timing = config.optimization_level > 0 and (timer is not None or device.type == "cuda" or cpu_cache)
     if timing and timer is None:
-        timer = CudaEventTimer(device)
+        timer = CudaEventTimer(device) if device.type == "cuda" else CpuTimer()
     cache = _open_cache(config, cache) if timing else None
     if not timing and config.timing_cache_path:
         log.info(f"timing cache {config.timing_cache_path} not used: "
@@ -231,6 +256,10 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
         walk.set_strides(layer, entry.get("out_strides"))
         log.verbose(f"layer {layer.name}: {layer.tactic} (timing cache)")
         return
+    if getattr(config, "error_on_timing_cache_miss", False):
+        raise BuildError(f"layer {layer.name!r} ({layer.op}) is not in the timing cache "
+                         f"({len(ids)} candidate tactics) and --errorOnTimingCacheMiss is set",
+                         "build once without --errorOnTimingCacheMiss to fill the cache, or drop the flag")
     inputs = walk.materialize(layer)
     expected = _reference_outputs(layer, inputs)
     times, rejected, strides = {}, {}, {}

@@ -150,10 +150,11 @@ class TimingCache:
     def save(self, path) -> int:
         """Merge with what is on disk now (another build may have added entries), then write atomically.
 
-        Returns the number of entries written. Holds an advisory lock on the folder across read-merge-write.
+        Returns the number of entries written. Holds an advisory lock (flock) on `<file>.lock` beside the cache across
+        read-merge-write, as trtexec does, so two builders saving at once both keep their new entries.
         """
         p = Path(path)
-        with _Lock(p.parent if str(p.parent) else Path(".")):
+        with _Lock(p.with_name(p.name + ".lock")):
             merged = TimingCache({d: dict(e) for d, e in self.devices.items()})
             if p.exists():
                 merged.merge(TimingCache.load(p))
@@ -162,8 +163,9 @@ class TimingCache:
 
 
 class _Lock:
-    """flock on the cache's folder where the OS has it (no stray lock files); elsewhere the atomic rename alone
-    protects the file, and two builders saving at once may each lose the other's new entries, never the file."""
+    """flock on a lock file beside the cache (created once, left in place: removing it would race with a waiter)
+    where the OS has flock; elsewhere the atomic rename alone protects the file, and two builders saving at once
+    may each lose the other's new entries, never the file."""
 
     def __init__(self, path: Path):
         self.path, self.fd = path, None
@@ -174,7 +176,7 @@ class _Lock:
         except ImportError:
             return self
         try:
-            self.fd = os.open(self.path, os.O_RDONLY)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError:
             return self          # missing folder: the atomic write below reports the real problem
         fcntl.flock(self.fd, fcntl.LOCK_EX)

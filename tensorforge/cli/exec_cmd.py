@@ -30,10 +30,12 @@ from .shapes_arg import check_in_profiles, format_shape
 from .trtexec_flags import FLAGS, ExecOptions, help_text, parse_argv
 
 _BUILD_ONLY = ("--minShapes", "--optShapes", "--maxShapes", "--fp16", "--bf16", "--builderOptimizationLevel",
+               "--profile", "--workspace", "--errorOnTimingCacheMiss", "--inputIOFormats", "--outputIOFormats",
                *exec_precision.FLAGS)
 _RUN_ONLY = [f.name for f in FLAGS.values() if not f.refused and
              (f.section == "Inference" and f.name != "--shapes" or f.section == "Reporting" and
-              f.name not in ("--verbose", "--dumpLayerInfo", "--exportLayerInfo"))]
+              f.name not in ("--verbose", "--dumpLayerInfo", "--exportLayerInfo",
+                                         "--dumpOptimizationProfile"))]
 
 
 class ExecLog:
@@ -134,17 +136,13 @@ def _check(opts: ExecOptions) -> None:
             if name in opts.given:
                 raise UsageError(f"{name} is a build option and has no effect with --loadEngine",
                                  "rebuild from --onnx with it, or drop it")
-    given = [bool(opts.min_shapes), bool(opts.opt_shapes), bool(opts.max_shapes)]
-    if any(given) and given != [False, True, False] and not all(given):
-        raise UsageError("give only --optShapes, or all of --minShapes, --optShapes and --maxShapes",
-                         "trtexec's rule: min and max default to opt only when both are absent")
-    if all(given):
-        names = [set(opts.min_shapes), set(opts.opt_shapes), set(opts.max_shapes)]
-        for flag, ns in zip(("--minShapes", "--maxShapes"), (names[0], names[2])):
-            if ns != names[1]:
-                odd = sorted(ns ^ names[1])[0]
-                raise UsageError(f"input {odd!r} is in only one of {flag} and --optShapes",
-                                 "give every dynamic input in all three")
+    _check_profile(opts.min_shapes, opts.opt_shapes, opts.max_shapes, "")
+    if opts.more_profiles and not opts.opt_shapes:
+        raise UsageError("--profile=0 has no shapes", "give --minShapes/--optShapes/--maxShapes after --profile=0")
+    for k, prof in enumerate(opts.more_profiles, 1):
+        if not prof["opt"]:
+            raise UsageError(f"--profile={k} has no shapes", f"give --minShapes/--optShapes/--maxShapes after --profile={k}")
+        _check_profile(prof["min"], prof["opt"], prof["max"], f" (profile {k})")
     exec_precision.check(opts)
     if opts.skip_inference:
         for name in _RUN_ONLY:
@@ -157,16 +155,47 @@ def _check(opts: ExecOptions) -> None:
             io_files.check_writable(path, what)
 
 
-def _profiles(opts: ExecOptions) -> list[OptimizationProfile]:
-    """min/opt/max → one profile; only --shapes → a static profile at those shapes (trtexec's rule)."""
+def _check_profile(mins: dict, opts_: dict, maxs: dict, where: str) -> None:
+    given = [bool(mins), bool(opts_), bool(maxs)]
+    if any(given) and given != [False, True, False] and not all(given):
+        raise UsageError(f"give only --optShapes, or all of --minShapes, --optShapes and --maxShapes{where}",
+                         "trtexec's rule: min and max default to opt only when both are absent")
+    if all(given):
+        for flag, ns in (("--minShapes", set(mins)), ("--maxShapes", set(maxs))):
+            if ns != set(opts_):
+                odd = sorted(ns ^ set(opts_))[0]
+                raise UsageError(f"input {odd!r} is in only one of {flag} and --optShapes{where}",
+                                 "give every dynamic input in all three")
+
+
+def _one_profile(mins: dict, opts_: dict, maxs: dict) -> OptimizationProfile:
     prof = OptimizationProfile()
+    for name, opt in opts_.items():
+        prof.set_shape(name, mins.get(name, opt), opt, maxs.get(name, opt))
+    return prof
+
+
+def _profiles(opts: ExecOptions) -> list[OptimizationProfile]:
+    """min/opt/max → profile 0, each --profile=N ≥ 1 → one more; only --shapes → a static profile at those shapes
+    (trtexec's rule)."""
     if opts.opt_shapes:
-        for name, opt in opts.opt_shapes.items():
-            prof.set_shape(name, opts.min_shapes.get(name, opt), opt, opts.max_shapes.get(name, opt))
-    elif opts.shapes:
-        for name, shape in opts.shapes.items():
-            prof.set_shape(name, shape, shape, shape)
-    return [prof] if prof.shapes else []
+        return [_one_profile(opts.min_shapes, opts.opt_shapes, opts.max_shapes),
+                *(_one_profile(p["min"], p["opt"], p["max"]) for p in opts.more_profiles)]
+    if opts.shapes:
+        return [_one_profile({}, opts.shapes, {})]
+    return []
+
+
+def _no_effect_lines(opts: ExecOptions, device, log: ExecLog) -> None:
+    """Flags accepted for compatibility that change nothing here: say so once, then go on."""
+    if "--workspace" in opts.given:
+        log.warn("--workspace is deprecated (trtexec 8.x); read as --memPoolSize=workspace:"
+                 f"{opts.workspace_bytes / 2**20:g}M")
+    if opts.use_cuda_graph and device.type != "cuda":
+        log.warn(f"--useCudaGraph does not apply on {device.type}: there are no CUDA graphs there; running without")
+        opts.use_cuda_graph = None
+    for flag in opts.compat:
+        log.info(f"{flag} has no effect here: {FLAGS[flag].help.removeprefix('no-op: ')}")
 
 
 def _execute(opts: ExecOptions, log: ExecLog) -> None:
@@ -174,17 +203,58 @@ def _execute(opts: ExecOptions, log: ExecLog) -> None:
     for source in opts.plugins:            # before parsing or loading: both need the plugins registered
         log.info(f"Loading plugins from {source}: {', '.join(load_plugins(source)) or 'none'}")
     device = resolve_device(opts.device)
+    _no_effect_lines(opts, device, log)
     profiles = _profiles(opts)
     for line in perf_report.option_lines(opts, profiles) + perf_report.device_lines(device):
         log.info(line)
+    for k, prof in enumerate(profiles[1:], 1):
+        for name, (mn, opt, mx) in prof.shapes.items():
+            log.info(f"Input build shape (profile {k}): {name}={format_shape(mn)}+{format_shape(opt)}+{format_shape(mx)}")
     engine = _build(opts, profiles, device, log) if opts.onnx else _load(opts, log)
+    _check_io_formats(engine, opts)
+    if opts.time_deserialize:
+        _time_deserialize(engine, log)
     report_layer_info(engine, opts, log)
+    if opts.dump_optimization_profile:
+        for k, prof in enumerate(engine.profiles):
+            for name, (mn, opt, mx) in prof.items():
+                log.info(f"Optimization profile {k}: {name} min {format_shape(mn)} opt {format_shape(opt)} "
+                         f"max {format_shape(mx)}")
     if opts.skip_inference:
         log.info("Skipped inference phase since --skipInference is added.")
         return
     if "noTF32" in engine.build_info.get("flags", []):
         _set_tf32(False)
     _inference(engine, opts, device, log)
+
+
+def _check_io_formats(engine, opts) -> None:
+    """--inputIOFormats/--outputIOFormats: accepted where each names the tensor's own dtype (linear layout)."""
+    for flag, formats, infos in (("--inputIOFormats", opts.input_formats, engine.inputs),
+                                 ("--outputIOFormats", opts.output_formats, engine.outputs)):
+        if not formats:
+            continue
+        if len(formats) not in (1, len(infos)):
+            raise UsageError(f"{flag} gives {len(formats)} formats for {len(infos)} tensors",
+                             f"give one type:format per tensor, or one for all ({flag}=fp32:chw)")
+        for k, info in enumerate(infos):
+            want, _ = formats[k if len(formats) > 1 else 0]
+            have = str(info.dtype).removeprefix("torch.")
+            if want != have:
+                raise UsageError(f"{flag}: tensor {info.name!r} is {have} in the model; {want} I/O is not implemented "
+                                 "(engine inputs and outputs keep the model's dtypes)",
+                                 f"drop {flag}, or cast in the model (--fp16 computes inside in float16 anyway)")
+
+
+def _time_deserialize(engine, log) -> None:
+    data = to_bytes(engine)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        from_bytes(data, "the engine")
+        times.append((time.perf_counter() - t0) * 1e3)
+    log.info(f"Total deserialization time = {sorted(times)[2]:.6g} milliseconds (median of 5, "
+             f"{len(data) / 2**20:.6g} MiB)")
 
 
 def _build(opts, profiles, device, log):
@@ -197,7 +267,8 @@ def _build(opts, profiles, device, log):
     config = BuilderConfig(fp16=opts.fp16, bf16=opts.bf16, tf32=opts.tf32, profiles=profiles,
                            optimization_level=opts.optimization_level, device=str(device),
                            timing_cache_path=opts.timing_cache_file, use_timing_cache=opts.use_timing_cache,
-                           workspace_bytes=opts.workspace_bytes)
+                           workspace_bytes=opts.workspace_bytes,
+                           error_on_timing_cache_miss=opts.error_on_cache_miss)
     exec_precision.apply(opts, config, log)
     t0 = time.perf_counter()
     with BuildProgress(log) as progress:
@@ -245,7 +316,23 @@ def _inference_shapes(engine, opts) -> dict:
         else:
             raise ShapeError(f"input {info.name!r} has no inference shape", f"give one with --shapes={info.name}:1x3x224x224")
     check_in_profiles(shapes, engine)
+    if opts.use_profile is not None:
+        _check_use_profile(engine, shapes, opts.use_profile)
     return shapes
+
+
+def _check_use_profile(engine, shapes: dict, index: int) -> None:
+    """--useProfile=N: every inference shape inside profile N (the runtime then runs it under profile N or an
+    earlier one that also fits; kernels do not depend on the profile, only the shape bounds do)."""
+    if not 0 <= index < max(len(engine.profiles), 1):
+        raise UsageError(f"--useProfile={index}: the engine has {len(engine.profiles)} optimization profile(s)",
+                         f"give --useProfile=0..{max(len(engine.profiles), 1) - 1}")
+    for name, (mn, _, mx) in (engine.profiles[index].items() if engine.profiles else ()):
+        s = shapes.get(name)
+        if s is not None and (len(s) != len(mn) or any(not a <= d <= b for a, d, b in zip(mn, s, mx))):
+            raise ShapeError(f"--useProfile={index}: input {name!r} shape {format_shape(s)} is outside profile "
+                             f"{index} ({format_shape(mn)} .. {format_shape(mx)})",
+                             "give --shapes inside that profile, or another --useProfile")
 
 
 def _inference(engine, opts, device, log) -> None:

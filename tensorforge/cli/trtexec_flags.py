@@ -79,11 +79,8 @@ class ExecOptions:
     more_profiles: list = field(default_factory=list)  # --profile=1.. : [{"min": {}, "opt": {}, "max": {}}, ...]
     use_profile: int | None = None               # --useProfile=N: inference shapes must fit profile N
     profiling_verbosity: str = "layer_names_only"
-    tactic_sources: str | None = None            # recorded; tensorforge's tactic libraries are not chosen by name
-    max_aux_streams: int | None = None
-    min_timing: int | None = None                # --minTiming / --avgTiming: trtexec 8.x, accepted as no-ops
-    avg_timing: int | None = None
-    no_compilation_cache: bool = False
+    compat: dict = field(default_factory=dict)   # flags accepted as documented no-ops: name → value (True: switch)
+    time_deserialize: bool = False
     error_on_cache_miss: bool = False
     inf_streams: int = 1
     dump_profile: bool = False
@@ -91,6 +88,8 @@ class ExecOptions:
     separate_profile_run: bool = False
     dump_layer_info: bool = False
     dump_optimization_profile: bool = False
+    input_formats: list = field(default_factory=list)
+    output_formats: list = field(default_factory=list)
     export_layer_info: str | None = None
     help: bool = False
     given: list = field(default_factory=list)    # flag names in command-line order
@@ -206,6 +205,27 @@ def _profile_index(text: str, flag: str) -> int:
     return _number(int, 0)(text, flag)
 
 
+_IO_TYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8", "int32": "int32",
+             "int64": "int64", "bool": "bool", "uint8": "uint8", "fp8": "float8_e4m3fn"}
+
+
+def _io_formats(text: str, flag: str) -> list[tuple[str, str]]:
+    """`fp16:chw,fp32:chw` → [("float16", "chw"), ("float32", "chw")]: one type:format per I/O tensor, in order."""
+    out = []
+    for part in text.split(","):
+        kind, _, fmt = part.partition(":")
+        if kind not in _IO_TYPES:
+            raise UsageError(f"{flag}: unknown type {kind!r} in {part!r}", f"write {flag}=fp32:chw (types: "
+                             f"{', '.join(_IO_TYPES)})")
+        for f in (fmt or "chw").split("+"):
+            if f not in ("chw", "linear"):
+                raise UsageError(f"{flag}: format {f!r} is not supported: I/O tensors are linear (chw) here; "
+                                 "vectorised layouts (hwc8, chw32, ...) are not implemented", f"write {flag}={kind}:chw")
+        out.append((_IO_TYPES[kind], fmt or "chw"))
+    return out
+
+
+CONVERTERS.update({"io_formats": _io_formats, "hw_compat": _choice("none", "ampere+", "sameComputeCapability")})
 CONVERTERS.update({"workspace": _workspace, "profile": _profile_index,
                    "verbosity": _choice("layer_names_only", "detailed", "none"), "nonneg": _number(int, 0)})
 CONVERTERS.update({"precisions": _precisions, "output_types": _output_types, "paths": _paths,
@@ -216,6 +236,11 @@ CONVERTERS.update({"precisions": _precisions, "output_types": _output_types, "pa
 # ---- the table ------------------------------------------------------------------------------------------
 def use(name, section, fld, help, value=None, convert="str", const=True, repeat=False) -> Flag:  # noqa: A002
     return Flag(name, section, help, fld, value, convert, const, repeat=repeat)
+
+
+def noop(name, section, why, value=None, convert="str") -> Flag:
+    """A flag accepted because it changes nothing here, honestly: `why` is printed when it is given."""
+    return Flag(name, section, "no-op: " + why, "compat", value, convert)
 
 
 def refuse(name, section, why, value=None) -> Flag:
@@ -286,43 +311,45 @@ _ROWS = [
         const=False),
     use("--errorOnTimingCacheMiss", "Build", "error_on_cache_miss", "fail the build when a layer with several "
         "candidate tactics is not in --timingCacheFile (instead of timing it)"),
-    use("--noCompilationCache", "Build", "no_compilation_cache", "no-op: compiled kernels are cached by their source "
-        "hash only and engines hold no compiled code"),
+    noop("--noCompilationCache", "Build", "compiled kernels are cached by their source hash only and engines hold "
+         "no compiled code"),
     use("--sparsity", "Build", "sparsity", "disable (default) | enable (2:4 sparse GEMM tactics for weights with "
         "the pattern, CUDA) | force (prune weights to 2:4 first: speed runs only, accuracy is not kept)", "spec",
         "sparsity"),
     use("--profilingVerbosity", "Build", "profiling_verbosity", "layer_names_only | detailed | none: no-op, "
         "engines always record every layer's op, tactic, precision and ONNX origin (" + _INFO + ")", "mode",
         "verbosity"),
-    use("--tacticSources", "Build", "tactic_sources", "no-op (logged): cuBLAS/cuDNN/... masks name TensorRT's "
-        "libraries; tensorforge's tactics are torch, Triton and oneDNN, all candidates are timed", "tactics"),
-    refuse("--inputIOFormats", "Build", "I/O formats other than linear in the model's dtypes are not implemented",
-           "spec"),
-    refuse("--outputIOFormats", "Build", "I/O formats other than linear in the model's dtypes are not implemented",
-           "spec"),
+    noop("--tacticSources", "Build", "cuBLAS/cuDNN/... masks name TensorRT's libraries; tensorforge's tactics are "
+         "torch, Triton and oneDNN, and every candidate is timed", "tactics"),
+    use("--inputIOFormats", "Build", "input_formats", "type:chw|linear per input, in order: accepted where it is the "
+        "input's own dtype (I/O stays in the model's dtypes, linear layout); any other format is refused, naming it",
+        "spec", "io_formats"),
+    use("--outputIOFormats", "Build", "output_formats", "as --inputIOFormats, for the outputs", "spec", "io_formats"),
     use("--profile", "Build", "more_profiles", "start optimization profile N (0, 1, ... in order): the "
         "--minShapes/--optShapes/--maxShapes after it belong to it; the runtime picks the first profile that fits "
         "the shapes", "N", "profile"),
-    use("--maxAuxStreams", "Build", "max_aux_streams", "no-op: layers of one engine run in order on one stream "
-        "(" + _STREAM + ")", "N", "nonneg"),
+    noop("--maxAuxStreams", "Build", "layers of one engine run in order on one stream (" + _STREAM + ")", "N",
+         "nonneg"),
     refuse("--maxTactics", "Build", _TIMING, "N"),
-    refuse("--hardwareCompatibilityLevel", "Build", _PLAN, "mode"),
+    noop("--hardwareCompatibilityLevel", "Build", "engine files hold one portable format: a layer whose tactic "
+         "cannot run on the loading device runs its torch reference there", "mode", "hw_compat"),
     refuse("--runtimePlatform", "Build", _PLAN, "platform"),
+    *(noop(n, "Build", "engine files are data; any tensorforge of the same format version loads them, and there "
+           "is no separate lean runtime") for n in ("--versionCompatible", "--vc", "--excludeLeanRuntime")),
     *(refuse(n, "Build", _PLAN) for n in ("--refit", "--stripWeights", "--stripAllWeights", "--weightless",
-                                          "--versionCompatible", "--vc", "--excludeLeanRuntime", "--useRuntime",
-                                          "--allowWeightStreaming", "--getPlanVersionOnly")),
+                                          "--useRuntime", "--allowWeightStreaming", "--getPlanVersionOnly")),
     refuse("--leanDLLPath", "Build", _PLAN, "<file>"),
     *(refuse(n, "Build", _SAFE) for n in ("--safe", "--consistency", "--restricted")),
-    refuse("--allowGPUFallback", "Build", _DLA), refuse("--buildDLAStandalone", "Build", _DLA),
-    refuse("--directIO", "Build", "I/O formats other than linear in the model's dtypes are not implemented"),
-    refuse("--preview", "Build", "there are no preview features", "features"),
-    refuse("--tempdir", "Build", "builds write no temporary files", "<dir>"),
-    refuse("--tempfileControls", "Build", "builds write no temporary files", "controls"),
+    noop("--allowGPUFallback", "Build", "there is no DLA to fall back from: every layer runs on the device"),
+    refuse("--buildDLAStandalone", "Build", _DLA),
+    noop("--directIO", "Build", "inputs and outputs are always used in their own format, with no reformat layers"),
+    noop("--preview", "Build", "there are no preview features; every feature is on", "features"),
+    noop("--tempdir", "Build", "builds write no temporary files (only the atomic --saveEngine/--timingCacheFile "
+         "temporaries beside their targets)", "<dir>"),
+    noop("--tempfileControls", "Build", "builds write no temporary files", "controls"),
     refuse("--explicitBatch", "Build", _LEGACY), refuse("--maxBatch", "Build", _LEGACY, "N"),
-    use("--minTiming", "Build", "min_timing", "no-op, accepted for trtexec 8.x scripts (removed in trtexec "
-        "10): " + _TIMING, "N", "count"),
-    use("--avgTiming", "Build", "avg_timing", "no-op, accepted for trtexec 8.x scripts (removed in trtexec "
-        "10): " + _TIMING, "N", "count"),
+    noop("--minTiming", "Build", "trtexec 8.x's flag, accepted: " + _TIMING, "N", "count"),
+    noop("--avgTiming", "Build", "trtexec 8.x's flag, accepted: " + _TIMING, "N", "count"),
     refuse("--allocationStrategy", "Build", "activation memory is planned once at build time for the max shapes; "
            "static/profile/runtime strategies are not implemented", "mode"),
     refuse("--markUnfusedTensorsAsDebugTensors", "Build", "debug tensors are not implemented"),
@@ -357,9 +384,10 @@ _ROWS = [
         "timed one (always the case here: graphs are not profiled per layer)"),
     refuse("--sleepTime", "Inference", "a delay between launch and compute is not implemented", "N"),
     refuse("--threads", "Inference", _STREAM),
-    refuse("--timeDeserialize", "Inference", "timing deserialization alone is not implemented"),
+    use("--timeDeserialize", "Inference", "time_deserialize", "time reading the engine (--loadEngine, or the engine "
+        "just built): median of 5 deserializations, printed before inference"),
     refuse("--timeRefit", "Inference", _PLAN),
-    refuse("--exposeDMA", "Inference", "transfers are already serialised with compute in one stream"),
+    noop("--exposeDMA", "Inference", "transfers are already serialised with compute in one stream"),
     refuse("--useManagedMemory", "Inference", "managed memory is not implemented"),
     refuse("--persistentCacheRatio", "Inference", "L2 persistence control is not implemented", "ratio"),
     refuse("--weightStreamingBudget", "Inference", _PLAN, "N"),
@@ -390,7 +418,8 @@ _ROWS = [
           "Python, not shared libraries)", "<file>", repeat=True)
       for n in ("--staticPlugins", "--dynamicPlugins", "--plugins")),
     refuse("--setPluginsToSerialize", "System", _PLUG, "<file>"),
-    refuse("--ignoreParsedPluginLibs", "System", _PLUG),
+    noop("--ignoreParsedPluginLibs", "System", "ONNX models name no plugin libraries here, so there is nothing "
+         "to ignore; plugins come from --staticPlugins"),
     # Help
     use("--help", "Help", "help", "print this message"),
     use("-h", "Help", "help", "print this message"),
@@ -421,6 +450,15 @@ def parse_argv(argv: list[str]) -> ExecOptions:
             raise UsageError(f"unknown option {name}", "see tensorforge exec --help for the supported flags")
         if row.refused:
             raise UsageError(f"{name} is not supported yet: {row.refused}", "remove it from the command line")
+        if row.field == "compat":
+            if name in opts.compat:
+                raise UsageError(f"{name} is given twice", "give each flag once")
+            if (row.value is None) == bool(eq):
+                raise UsageError(f"{name} {'is a switch and takes no value' if eq else 'needs a value'}",
+                                 f"write {name}" + (f"={row.value}" if row.value else ""))
+            opts.compat[name] = CONVERTERS[row.convert](text, name) if row.value else True
+            opts.given.append(name)
+            continue
         if row.repeat:
             if not eq or not text:
                 raise UsageError(f"{name} needs a value", f"write {name}={row.value}")
@@ -482,7 +520,7 @@ def help_text() -> str:
                 spelled = f"{row.name}={row.value}" if row.value else row.name
                 lines.append(f"  {spelled:<32} {row.help}")
         lines.append("")
-    lines.append("=== Recognised, not supported yet (refused with the reason) ===")
+    lines.append("=== Recognised and refused (the reason is why tensorforge does not do it) ===")
     for row in _ROWS:
         if row.refused:
             lines.append(f"  {row.name:<32} {row.refused}")
