@@ -2,6 +2,7 @@
 DequantizeLinear, per tensor or per axis (not blocked), for int8/uint8 and float8 E4M3.
 
     Q:  y = saturate(round_half_even(x / s) + z)          DQ:  y = (x − z) · s
+Both rank below the reference and run where tactics are timed (CUDA), after fits() has seen the element types.
 `torch_float`: the reference's arithmetic in the scale's own float type (no float64/int64 intermediates:
 1 + 1 bytes per element of int traffic instead of 8 + 8), bit-exact to it. `triton_qdq` (CUDA, float32 scales):
 one pass over a dense input in its own memory order — read 2–4 bytes, write 1 (Q) or 4 (DQ) per element — with
@@ -78,18 +79,28 @@ def _inputs(inputs):
     return inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None
 
 
-@tactic("QuantizeLinear", name="torch_float", priority=5)
+def _fits_torch(layer, cfg, inputs):
+    x, s, zp = _inputs(inputs)
+    dt = _q_dtype(layer, zp) if layer.op == "QuantizeLinear" else x.dtype
+    return None if dt in _TYPES else f"{dt} is not int8/uint8/fp8"
+
+
+# Below torch_ref's priority: supports() cannot see the element types, so these run only where the builder times
+# tactics (CUDA), after fits() has seen the opt-point inputs; an untimed (CPU, level-0) build keeps the reference.
+@tactic("QuantizeLinear", name="torch_float", priority=-110)
 class TorchQuantize:
     supports = staticmethod(lambda layer, device: _reason(layer))
+    fits = staticmethod(_fits_torch)
 
     @staticmethod
     def build(layer, cfg, device):
         return lambda inputs: [torch_quantize(*_inputs(inputs), layer)]
 
 
-@tactic("DequantizeLinear", name="torch_float", priority=5)
+@tactic("DequantizeLinear", name="torch_float", priority=-110)
 class TorchDequantize:
     supports = staticmethod(lambda layer, device: _reason(layer))
+    fits = staticmethod(_fits_torch)
 
     @staticmethod
     def build(layer, cfg, device):
@@ -176,4 +187,4 @@ for _op in ("QuantizeLinear", "DequantizeLinear"):
         @staticmethod
         def build(layer, cfg, device):
             return lambda inputs: [triton_qdq(layer, inputs, cfg["BLOCK"])]
-    tactic(_op, name="triton_qdq", configs=[{"BLOCK": 1024}, {"BLOCK": 4096}], priority=4)(_TritonQDQ)
+    tactic(_op, name="triton_qdq", configs=[{"BLOCK": 1024}, {"BLOCK": 4096}], priority=-120)(_TritonQDQ)
