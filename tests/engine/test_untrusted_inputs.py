@@ -162,3 +162,16 @@ def test_inspect_into_a_closed_pipe_is_quiet(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0, err
     assert "BrokenPipe" not in err and "error" not in err, err
+
+
+def test_trt_parser_reads_external_data_beside_the_given_path(tmp_path):
+    """TensorRT's OnnxParser.parse(model, path): `path` names the model file whose folder holds its weights."""
+    from tensorforge.api import trt
+    data = _external_model(tmp_path)
+    net = trt.Builder(trt.Logger()).create_network(0)
+    parser = trt.OnnxParser(net, trt.Logger())
+    assert not parser.parse(data)                                  # no folder: refused, as a parser error
+    assert "external_data_dir" in str(parser.get_error(0)) or parser.num_errors > 0
+    net = trt.Builder(trt.Logger()).create_network(0)
+    parser = trt.OnnxParser(net, trt.Logger())
+    assert parser.parse(data, str(tmp_path / "model.onnx"))

@@ -69,15 +69,19 @@ class OnnxParser:
         self._errors.clear()
 
     def parse(self, model: bytes, path: str | None = None) -> bool:
-        """Parse serialized ONNX bytes (`path` is only used in messages). True on success."""
-        return self._parse(bytes(model), path or "model")
+        """Parse serialized ONNX bytes. `path` (TensorRT's meaning): the model file's path, whose folder holds its
+        external weights; without it a model with external data is refused. True on success."""
+        import os
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        folder = folder if folder and os.path.isdir(folder) else None
+        return self._parse(bytes(model), path or "model", folder)
 
     def parse_from_file(self, model: str) -> bool:
         return self._parse(str(model), str(model))
 
-    def _parse(self, source, label: str) -> bool:
+    def _parse(self, source, label: str, external_data_dir=None) -> bool:
         try:
-            net = parse_model(source)
+            net = parse_model(source, external_data_dir=external_data_dir)
         except FileNotFound as e:
             self._record(ParserError(ErrorCode.MODEL_DESERIALIZE_FAILED, str(e)))
             return False
