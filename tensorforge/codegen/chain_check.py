@@ -5,7 +5,7 @@ and from an engine file at load time, so it is treated as untrusted data: every 
 generator implements (codegen/pointwise_ops.py) with exactly its OpSpec's attributes as JSON scalars, every argument
 a chain input, a literal or an earlier step; literals are single numbers of a chain dtype; outputs name steps; the
 dtypes are chain dtypes. Only then does `generate` turn it into text, and the text holds only names made here
-(`in3`, `s7`, `c0`), repr()'d numbers, dtype names from a fixed table and the layer name as a repr()'d comment.
+(`in3`, `s7`, `c0`), repr()'d numbers and dtype names from a fixed table (not even the layer's name).
 """
 
 import math

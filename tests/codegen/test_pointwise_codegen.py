@@ -234,3 +234,15 @@ def test_engine_stores_the_program_and_the_runtime_regenerates_the_source():
     kernel = TritonPointwise.build(loaded.layers[0], {"BLOCK": 16, "warps": 1}, CPU)
     x = torch.randn(2, 8)
     np.testing.assert_allclose(kernel([x])[0], torch.tanh(nn.functional.gelu(x)), rtol=1e-6, atol=1e-6)
+
+
+def test_identical_programs_share_one_source_whatever_the_layer_name():
+    from tensorforge.codegen import chain_source
+    from tensorforge.ir import TensorInfo
+    a = chain([("Mul", ["in0", "c0"], {}), ("Tanh", ["s0"], {})], [torch.float32], consts=[lit(0.5)])
+    b = chain([("Mul", ["in0", "c0"], {}), ("Tanh", ["s0"], {})], [torch.float32], consts=[lit(0.5)])
+    b.name = "another\nname"
+    tensors = {"i0": TensorInfo("i0", torch.float32, (2, 3)), "o0": TensorInfo("o0", torch.float32, (2, 3))}
+    assert chain_source(a, tensors) == chain_source(b, tensors) and "another" not in chain_source(b, tensors)
+    c = chain([("Mul", ["in0", "c0"], {}), ("Tanh", ["s0"], {})], [torch.float32], consts=[lit(0.25)])
+    assert chain_source(c, tensors) != chain_source(a, tensors)

@@ -184,7 +184,7 @@ def test_malicious_chain_programs_run_nothing(engine_bytes, tmp_path, fake_cuda,
 
 
 def test_a_program_changed_with_its_hash_runs_what_it_says(engine_bytes, tmp_path, fake_cuda):
-    """Relu → Sigmoid, and a layer name holding code (it only reaches the source as a repr()'d comment)."""
+    """Relu → Sigmoid, and a layer name holding code (names never reach the generated source)."""
     marker = tmp_path / "marker"
 
     def change(manifest, attrs):
