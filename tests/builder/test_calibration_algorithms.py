@@ -61,8 +61,6 @@ def test_entropy_threshold_by_hand():
     assert min(d, key=d.get) == 4
     assert entropy_amax(hist, 1.0, levels=2, version=2, max_clipped=1.0) == 4.0
     assert entropy_amax(hist, 1.0, levels=2, version=1, max_clipped=1.0) == 4.5
-    # without bin 0's replacement the spike would dominate: [9,2,0,1] at i=2 has P=[9,3], Q=[9,2], D > 0 still,
-    # and i=3: P=[9,2,1] Q=[9,1,1]; the divergences differ from the replaced histogram's
     assert kl_divergence(np.array([2.0, 2.0, 0.0, 1.0]), 3, 2) == pytest.approx(d[3], rel=1e-12)
     hist2 = np.array([1.0, 1.0, 1.0, 2.0, 4.0, 0.0, 0.0, 0.0])   # i=4 clips 4/9 > 1 %: only i ≥ 5 are candidates
     assert entropy_amax(hist2, 1.0, levels=4) >= 5.0
