@@ -210,3 +210,22 @@ def test_float_exact_conv_is_bit_exact(op, group, cin, k):
     _compare(got, want)
     found, _ = candidates(layer, torch.device("cpu"))
     assert found[0][0].name == ("torch_int_mm" if op == "QuantizedConv" and group == 1 else "float_exact")
+
+
+@pytest.mark.parametrize("adt,zp,act", [(torch.float32, True, "Relu"), (torch.float16, False, "none")])
+def test_triton_w4_interpreted(adt, zp, act):
+    """Weight-only blocked int4 GEMM (quant_w4_triton.py) against the BlockQuantizedMatMul reference."""
+    from tensorforge.kernels import quant_w4_triton
+    k, n, bs = 96, 24, 32
+    w = torch.randint(-8, 8, (n, k), dtype=torch.int8).view(torch.int4)
+    s = torch.rand(n, k // bs) * 0.05 + 0.01
+    z = torch.randint(-2, 3, (n, k // bs), dtype=torch.int8).view(torch.int4) if zp else None
+    b = torch.randn(n)
+    a = torch.randn(2, 5, k).to(adt)
+    layer = Layer("w4", "BlockQuantizedMatMul", ["a", "w", "s", "z", "b"], ["y"],
+                  get_spec("BlockQuantizedMatMul").resolve_attrs({"block_size": bs, "activation": act}))
+    want = get_spec("BlockQuantizedMatMul").reference(a, w, s, z, b, **layer.attrs)
+    cfg = {"BM": 16, "BN": 16, "BK": 32, "G": 1, "stages": 1, "warps": 1}
+    got = quant_w4_triton.run_w4(layer, [a, w, s, z, b], cfg, interpret=True)
+    tol = 1e-5 if adt == torch.float32 else 2e-2
+    torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol)

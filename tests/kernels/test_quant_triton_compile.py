@@ -61,6 +61,16 @@ for name, xt, yt, quant, kind in (("q_u8", "*fp32", "*u8", True, 1), ("q_fp8", "
     k = triton.compile(ASTSource(fn=P._qdq_kernel, signature=sig, constexprs=consts), target=TARGET,
                        options={"num_warps": 4})
     report[name] = {"cubin": len(k.asm["cubin"])}
+from tensorforge.kernels import quant_w4_triton as W
+for name, at, cfg in (("w4_fp16", "*fp16", W.CONFIGS[0]), ("w4_bf16", "*bf16", W.CONFIGS[2]),
+                      ("w4_fp32", "*fp32", W.CONFIGS[1])):
+    consts = {"HAS_ZP": name != "w4_bf16", "HAS_BIAS": True, "ACT": "Gelu", "IEEE": at == "*fp32",
+              "BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "G": cfg["G"]}
+    types = {"A": at, "W": "*i8", "S": "*fp32", "Z": "*i8", "Bias": "*fp32", "C": at, "alpha": "fp32", "beta": "fp32"}
+    sig = {n: types.get(n, "constexpr" if n in consts else "i32") for n in W._w4_kernel.arg_names}
+    k = triton.compile(ASTSource(fn=W._w4_kernel, signature=sig, constexprs=consts), target=TARGET,
+                       options={"num_warps": cfg["warps"], "num_stages": cfg["stages"]})
+    report[name] = {"cubin": len(k.asm["cubin"])}
 print("REPORT" + json.dumps(report))
 '''
 
@@ -71,7 +81,7 @@ def test_quantized_gemm_compiles_for_sm90():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
-    assert len(report) == 7 + 4 and all(r["cubin"] > 0 for r in report.values())
+    assert len(report) == 7 + 4 + 3 and all(r["cubin"] > 0 for r in report.values())
     assert report["int8_q"]["int_mma"] and report["uint8_out"]["int_mma"] and report["int8_conv"]["int_mma"]
     assert report["fp8_q"]["fp8_mma"] and report["fp8_float"]["fp8_mma"] and report["fp8_conv"]["fp8_mma"]
     assert report["int8_q"]["fma"] == 0          # no contraction: the epilogue rounds like the reference
