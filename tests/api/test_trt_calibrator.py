@@ -138,3 +138,25 @@ def test_set_dynamic_range_sets_the_scale_and_pointer_errors_are_one_line():
 def test_obey_with_an_impossible_constraint_names_the_layer():
     with pytest.raises(BuildError, match="'pool'"):
         _build(ranges={"x": 3.0}, obey_layer="pool")          # GlobalAveragePool has no int8 implementation
+
+
+def test_layer_precision_and_output_type_reach_the_build():
+    builder = trt.Builder(LOGGER, device="cpu")
+    network = builder.create_network(0)
+    assert trt.OnnxParser(network, LOGGER).parse(small_cnn())
+    config = builder.create_builder_config()
+    config.set_flag(trt.BuilderFlag.FP16)
+    config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
+    layers = {la.name: la for la in network}
+    layers["conv2"].precision = trt.float32
+    layers["act1"].set_output_type(0, trt.float32)
+    assert layers["conv2"].precision == trt.float32 and layers["act1"].get_output_type(0) == trt.float32
+    engine = from_bytes(bytes(builder.build_serialized_network(network, config)))
+    conv2 = [la for la in engine.layers if "conv2" in la.origin and la.op != "Cast"]
+    conv1 = [la for la in engine.layers if "conv1" in la.origin and la.op != "Cast"]
+    assert conv2 and all(la.precision == "float32" for la in conv2)
+    assert conv1 and all(la.precision == "float16" for la in conv1)
+    made = [la for la in engine.layers if la.outputs == ["a1"]]                # act1's output, asked for in float32
+    assert made and made[0].op == "Cast" and made[0].attrs["to"] == "float32"
+    x = images(1, seed=4)[0]
+    assert cosine(_run(engine, x), ort_run(small_cnn(), {"x": x})["y"]) > 0.999
