@@ -191,6 +191,35 @@ def depthwise():
                     [x8, q8((c, 1, 3, 3)), b], fp16)
 
 
+def weight_only():
+    """Blocked int4 weights (an LLM-style 4096×4096 projection, block 128) at 16 and 4096 tokens vs fp16 cuBLAS."""
+    from tensorforge.kernels import quant_w4_triton as W
+    k = n = 4096
+    w = torch.randint(-8, 8, (n, k), dtype=torch.int8, device=DEV).view(torch.int4)
+    s = torch.rand(n, k // 128, device=DEV) * 0.01 + 1e-3
+    layer = Layer("w4", "BlockQuantizedMatMul", ["a", "w", "s"], ["y"],
+                  get_spec("BlockQuantizedMatMul").resolve_attrs({"block_size": 128}))
+    w16 = get_spec("DequantizeLinear").reference(w, s, None, axis=1, block_size=128).half()
+    for m in (16, 4096):
+        a = torch.randn(m, k, device=DEV, dtype=torch.float16)
+        want = get_spec("BlockQuantizedMatMul").reference(a, w, s, **layer.attrs).float()
+        best = None
+        for cfg in W.CONFIGS:
+            if W.TritonW4.fits(layer, cfg, [a, w, s]):
+                continue
+            got = W.run_w4(layer, [a, w, s], cfg).float()
+            err = float((got - want).abs().max() / want.abs().max())
+            ms = bench_ms(lambda: W.run_w4(layer, [a, w, s], cfg))
+            if err > 1e-2:
+                line(False, f"w4_{m}x{k}x{n}", f"config {cfg}: max error {err:.2e} of max |ref|")
+            elif best is None or ms < best[0]:
+                best = (ms, cfg, err)
+        base = bench_ms(lambda: a @ w16.t())
+        if best:
+            line(True, f"w4_{m}x{k}x{n}_triton_w4", f"{best[0]:.3f} ms ({base / best[0]:.2f}× fp16 {base:.3f} ms), "
+                 f"error {best[2]:.1e}, best {best[1]}")
+
+
 def end_to_end():
     import numpy as np
     import tensorforge as tfg
@@ -225,7 +254,7 @@ def main():
         print("FAIL no CUDA device")
         sys.exit(1)
     print(f"device {torch.cuda.get_device_name()} torch {torch.__version__}")
-    for part in (end_to_end, standalone_qdq, gemms, depthwise, convs):
+    for part in (end_to_end, standalone_qdq, gemms, weight_only, depthwise, convs):
         try:
             part()
         except Exception as e:  # noqa: BLE001 - one FAIL line per broken part, the others still run
