@@ -10,8 +10,9 @@ Rows are processed in blocks so that the (rows, trees) index tensors stay near 2
 
 import torch
 
+from ..ir.dtypes import dtype_from_name
 from ..ir.ops.ml_post import post_transform
-from ..ir.ops.ml_trees import Forest, aggregate, finish_classifier, scores_dtype, with_defaults
+from ..ir.ops.ml_trees import Forest, add_base, aggregate, finish_classifier, scores_dtype, with_defaults
 
 BLOCK_ENTRIES = 1 << 22
 
@@ -30,6 +31,7 @@ class Compiled:
             not self.attrs.get("membership_values")
             or all(fp32_exact(s) for s in self.attrs["membership_values"] if s))
         self._forests: dict[torch.dtype, Forest] = {}
+        self._votes: dict[int, torch.Tensor] = {}
         self.n_trees = len(self.attrs["tree_roots"])
         self.all_positive = min(self.attrs["leaf_weights"] or [0]) >= 0
 
@@ -44,8 +46,19 @@ class Compiled:
         return max(1, BLOCK_ENTRIES // max(1, self.n_trees * int(self.attrs["n_targets"])))
 
     def scores(self, forest: Forest, leaves: torch.Tensor) -> torch.Tensor:
+        """SUM/AVERAGE: the votes pre-cast to the summation dtype, added tree by tree (cumsum) as the reference
+        does; MIN/MAX: the reference's aggregation."""
         a = self.attrs
-        return aggregate(forest, leaves, a["aggregate_function"], a["base_values"], a["sum_dtype"])
+        if a["aggregate_function"] not in ("SUM", "AVERAGE"):
+            return aggregate(forest, leaves, a["aggregate_function"], a["base_values"], a["sum_dtype"])
+        key = id(forest)
+        if key not in self._votes:
+            self._votes[key] = forest.votes.to(dtype_from_name(a["sum_dtype"]))
+        vals = self._votes[key].index_select(0, leaves.reshape(-1)).reshape(*leaves.shape, -1)
+        out = vals.cumsum(1)[:, -1] if leaves.shape[1] else vals.new_zeros(leaves.shape[0], vals.shape[2])
+        if a["aggregate_function"] == "AVERAGE":
+            out = out / leaves.shape[1]
+        return add_base(out, a["base_values"]).double()
 
     def finish(self, x: torch.Tensor, scores: torch.Tensor) -> list[torch.Tensor]:
         a = self.attrs

@@ -3,8 +3,8 @@
 traverse_perfect (depth D ≤ 10 and trees·2^D ≤ 2^18, no ∈ nodes): at build time every tree is padded to a complete binary tree of depth D in
 heap order (a leaf above depth D becomes a node whose two subtrees are copies of it), so a step is
     node = t·(2^D − 1) + i;  go = x[r, f[node]] m θ[node]  (∨ NaN ∧ tracks-true);  i ← 2i + 1 + ¬go
-and after D steps leaf = i − (2^D − 1): 3 gathers per step (f, θ, x), no child-index arrays.
-traverse: the canonical node arrays, 5 gathers per step (f, θ, x, true, false), any depth or mode.
+and after D steps leaf = i − (2^D − 1): 2 gathers per step (packed [f, θ] row, x), no child-index arrays.
+traverse: the canonical node arrays packed as [f, θ, true, false] rows, 2 gathers per step (any mode: more).
 Traffic per step and row block: (rows × trees) int64 indices read and written, plus the gathers (cache resident for
 small forests). The leaf votes aggregate as in the reference (trees_common.Compiled.finish).
 """
@@ -69,23 +69,57 @@ class _Perfect:
         self.tree_base = torch.arange(t_count, device=device) * inner
         self.leaf_base = torch.arange(t_count, device=device) * width
 
+        # packed (slots, 2) table [feature, threshold] in float64 (node data exact): one gather per level
+        self.table = torch.stack([self.feat.double(), self.thr.double()], 1) if inner else None
+
     def leaves(self, x: torch.Tensor) -> torch.Tensor:
-        i = torch.zeros(x.shape[0], self.tree_base.numel(), dtype=torch.int64, device=x.device)
+        n, t_count = x.shape[0], self.tree_base.numel()
+        x = x.double()
+        i = torch.zeros(n * t_count, dtype=torch.int64, device=x.device)
+        base = self.tree_base.repeat(n)
+        row = torch.arange(n, device=x.device).repeat_interleave(t_count) * x.shape[1]
+        flat = x.reshape(-1)
+        simple = len(self.modes) == 1 and self.miss is None
         for _ in range(self.depth):
-            node = self.tree_base + i
-            val = x.gather(1, self.feat[node])
-            th = self.thr[node]
-            if len(self.modes) == 1:
-                go = _CMP[self.modes[0]](val, th)
+            node = base + i
+            rec = self.table.index_select(0, node)
+            val = flat.take(row + rec[:, 0].long())
+            if simple:
+                go = _CMP[self.modes[0]](val, rec[:, 1])
             else:
-                mode = self.mode[node]
+                mode = self.mode.take(node)
                 go = torch.zeros_like(val, dtype=torch.bool)
                 for k in self.modes:
-                    go |= (mode == k) & _CMP[k](val, th)
-            if self.miss is not None:
-                go |= self.miss[node] & torch.isnan(val)
+                    go |= (mode == k) & _CMP[k](val, rec[:, 1])
+                if self.miss is not None:
+                    go |= self.miss.take(node) & torch.isnan(val)
             i = 2 * i + 2 - go.long()
-        return self.leaf[self.leaf_base + i - self.inner]
+        return self.leaf.take(self.leaf_base.repeat(n) + i - self.inner).reshape(n, t_count)
+
+
+class _Generic:
+    """The canonical arrays packed as one (nodes, 4) float64 table [feature, threshold, true, false]: one gather,
+    one x lookup, one compare and one select per level."""
+
+    def __init__(self, forest: Forest):
+        self.f = forest
+        self.table = torch.stack([forest.feature.double(), forest.threshold.double(), forest.true.double(),
+                                  forest.false.double()], 1)
+        self.simple = len(forest.modes_present) == 1 and forest.modes_present[0] != 6 and not bool(forest.missing.any())
+
+    def leaves(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.simple:
+            return self.f.leaves(x)
+        n, t_count = x.shape[0], self.f.roots.numel()
+        flat = x.double().reshape(-1)
+        cur = self.f.roots.repeat(n)
+        row = torch.arange(n, device=x.device).repeat_interleave(t_count) * x.shape[1]
+        cmp = _CMP[self.f.modes_present[0]]
+        for _ in range(self.f.depth):
+            rec = self.table.index_select(0, cur)
+            go = cmp(flat.take(row + rec[:, 0].long()), rec[:, 1])
+            cur = torch.where(go, rec[:, 2], rec[:, 3]).long()
+        return cur.reshape(n, t_count)
 
 
 def _build(layer, device, perfect: bool):
@@ -93,11 +127,9 @@ def _build(layer, device, perfect: bool):
     tables: dict = {}
 
     def find(forest, xb):
-        if not perfect:
-            return forest.leaves(xb)
         key = forest.threshold.dtype
         if key not in tables:
-            tables[key] = _Perfect(comp.attrs, forest, device)
+            tables[key] = _Perfect(comp.attrs, forest, device) if perfect else _Generic(forest)
         return tables[key].leaves(xb)
 
     def run(inputs):
