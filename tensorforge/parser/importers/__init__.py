@@ -7,3 +7,4 @@ from . import conv, pool, norm, linalg, nn_misc  # noqa: F401,E401
 from . import shape, indexing, reduce, tensor_misc  # noqa: F401,E401
 from . import control, sequence, quant, random, bitwise, detection, rnn, signal, extra, ml  # noqa: F401,E401
 from . import attention  # noqa: F401
+from . import contrib  # noqa: F401  (onnxruntime com.microsoft ops)
