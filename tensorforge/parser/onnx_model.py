@@ -203,7 +203,8 @@ def _import_node(ctx: ImportContext, proto: onnx.NodeProto, index: int) -> None:
         if i and i not in ctx.net.tensors:
             raise ModelError(f"{node.where()} reads {i!r}, which no earlier node, input or initializer defines",
                              "the graph is not topologically sorted or is malformed")
-    fn = override_importer(node) or (lookup(domain, proto.op_type, version) if schema is not None else None)
+    fn = override_importer(node) or (lookup(domain, proto.op_type, version)
+                                     if schema is not None or domain == "com.microsoft" else None)  # contrib: no onnx schema
     ctx.begin(node)
     try:
         if fn is not None:
