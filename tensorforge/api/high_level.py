@@ -25,9 +25,16 @@ if TYPE_CHECKING:
     from ..builder import BuilderConfig
 
 
-def _as_profile(shapes: dict | None) -> list:
+def _as_profile(shapes: dict | list | None) -> list:
+    """{name: (min, opt, max) or shape} → one profile; a list of such dicts → one profile each (the runtime runs a
+    call under the first profile its shapes fit)."""
     if not shapes:
         return []
+    if isinstance(shapes, (list, tuple)):
+        if not all(isinstance(p, dict) and p for p in shapes):
+            raise UsageError("shapes=[...] takes one non-empty {input: (min, opt, max)} dict per profile",
+                             "e.g. shapes=[{'x': ((1, 3), (2, 3), (4, 3))}, {'x': ((8, 3), (8, 3), (16, 3))}]")
+        return [p for one in shapes for p in _as_profile(one)]
     from ..builder import OptimizationProfile
     prof = OptimizationProfile()
     for name, spec in shapes.items():
@@ -52,7 +59,8 @@ def build(model, fp16: bool = False, bf16: bool = False, shapes: dict | None = N
           **export_options) -> "Engine":
     """Build an engine from an ONNX path/bytes/ModelProto, or an nn.Module with `example_inputs`.
 
-    `shapes` maps input name → (min, opt, max) or a single static shape. `external_data_dir`: the folder of a
+    `shapes` maps input name → (min, opt, max) or a single static shape; a list of such dicts builds one
+    optimization profile each. `external_data_dir`: the folder of a
     model given as bytes or a ModelProto whose weights live in external files (never the current directory).
     `int8`/`fp8`/`best` quantize Conv/Gemm/MatMul from `calibration_data` (an iterable of feeds, or a folder of
     .npy/.npz) and/or `calibration_cache` (read when it exists, written after calibrating): docs/precision.md.
@@ -65,6 +73,9 @@ def build(model, fp16: bool = False, bf16: bool = False, shapes: dict | None = N
         if example_inputs is None:
             raise UsageError("building from an nn.Module needs example_inputs", "pass example_inputs=(tensor, ...)")
         model = export_module(model, example_inputs, **export_options)
+    elif export_options:
+        raise UsageError(f"tfg.build() got unknown keyword argument(s): {', '.join(sorted(export_options))}",
+                         "extra keywords are torch.onnx.export options and apply only when building an nn.Module")
     network = parse_model(model, external_data_dir=external_data_dir)
     if config is None:
         config = BuilderConfig(fp16=fp16, bf16=bf16, tf32=tf32, profiles=_as_profile(shapes),
