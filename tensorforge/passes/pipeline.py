@@ -15,7 +15,7 @@ from ..util.log import get_logger
 from .constant_fold import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_code import remove_dead_layers
-from .rules import attention, conv_as_gemm, conv_bn, epilogue, gather_view, gelu, gemm_reshape, layernorm, pointwise, softmax
+from .rules import activations, attention, conv_as_gemm, conv_bn, epilogue, gather_view, gelu, gemm_reshape, layernorm, pointwise, softmax
 from .rules.add_layernorm import fuse_add_layernorm
 from .rules.conv_bias_layernorm import move_conv_bias_into_layernorm
 from .rules.conv_pool import fuse_conv_pool
@@ -37,6 +37,7 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("no-ops", 1, remove_noops),
     ("gather-view", 2, rule_pass(*gather_view.RULES)),
     ("fuse-gelu", 2, rule_pass(*gelu.RULES)),
+    ("fuse-activations", 2, rule_pass(*activations.RULES)),   # HardSwish/HardSigmoid/Mish written out
     ("fuse-softmax", 2, rule_pass(*softmax.RULES)),
     ("fuse-layernorm", 2, rule_pass(*layernorm.RULES)),
     ("fuse-qdq-epilogue", 2, qdq_epilogue.fuse_quantized_epilogues),   # what follows a quantized op, Gelu fused
