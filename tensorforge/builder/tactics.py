@@ -197,6 +197,8 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
                  f"{'optimisation level 0' if config.optimization_level == 0 else device.type + ' builds'} time no tactics")
     dev_key = device_key(fingerprint(device)) if timing else ""
     walk = _LayoutWalk(net, opt_point, device, opt_env) if timing else None
+    if progress is not None and hasattr(progress, "begin"):
+        progress.begin(len(net.layers))               # a progress bar / IProgressMonitor learns the step count
     with tf32_mode(config.tf32) if device.type == "cuda" else _nothing():
         for layer in net.layers:
             found, reasons = candidates(layer, device)

@@ -18,14 +18,17 @@ from .builder import Builder, IBuilderConfig, IHostMemory, IOptimizationProfile,
 from .calibrator import (CalibrationAlgoType, IInt8Calibrator, IInt8EntropyCalibrator, IInt8EntropyCalibrator2,
                          IInt8LegacyCalibrator, IInt8MinMaxCalibrator)
 from .capability import CapabilityReport, NodeReport, capability_report
-from .enums import (ActivationType, BuilderFlag, DataType, ElementWiseOperation, ErrorCode, LayerType, MatrixOperation,
+from .enums import (ActivationType, BuilderFlag, DataType, ElementWiseOperation, ErrorCode, LayerInformationFormat,
+                    LayerType, MatrixOperation,
                     MemoryPoolType, NetworkDefinitionCreationFlag, PaddingMode, PoolingType, ProfilingVerbosity,
                     ReduceOperation, TensorIOMode, bfloat16, bool_, float16, float32, fp8, int8, int32, int64, nptype,
                     uint8, volume)
 from .layers import IActivationLayer, IConvolutionLayer, IElementWiseLayer, IIdentityLayer, ILayer, IPoolingLayer
 from .layers_tensor import (IConcatenationLayer, IConstantLayer, IMatrixMultiplyLayer, IPluginLayer, IReduceLayer,
                             IShuffleLayer, ISoftmaxLayer)
+from .inspector import IEngineInspector
 from .network import NetworkDefinition
+from .progress import IProgressMonitor
 from .parser import OnnxParser, ParserError
 from .runtime import ICudaEngine, IExecutionContext, Runtime
 from .tensors import Dims, Dims2, Dims3, Dims4, DimsHW, ITensor, Permutation, Weights
@@ -52,6 +55,7 @@ def init_libnvinfer_plugins(logger=None, namespace: str = "") -> bool:
 
 
 __all__ = [
+    "IEngineInspector", "IProgressMonitor", "LayerInformationFormat",
     "ActivationType", "Builder", "BuilderFlag", "CalibrationAlgoType", "IInt8Calibrator", "IInt8EntropyCalibrator",
     "IInt8EntropyCalibrator2", "IInt8LegacyCalibrator", "IInt8MinMaxCalibrator", "DataType", "Dims", "Dims2",
     "Dims3", "Dims4", "DimsHW", "ElementWiseOperation", "ErrorCode", "IActivationLayer", "IBuilder", "IBuilderConfig",

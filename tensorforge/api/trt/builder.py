@@ -25,6 +25,8 @@ from ...util.log import Logger, get_logger
 from .calibrator import as_source
 from .enums import BuilderFlag, MemoryPoolType, NetworkDefinitionCreationFlag, ProfilingVerbosity
 from .network import NetworkDefinition
+from .progress import TOP, BuildCancelled, IProgressMonitor, MonitorBridge
+from .strict import TrtObject
 from .tensors import Dims
 
 _REFUSED = {
@@ -55,8 +57,14 @@ class IHostMemory(bytes):
     def nbytes(self) -> int:
         return len(self)
 
+    def __enter__(self):
+        return self
 
-class IOptimizationProfile(OptimizationProfile):
+    def __exit__(self, *exc) -> bool:
+        return False
+
+
+class IOptimizationProfile(OptimizationProfile, TrtObject):
     """min/opt/max shapes per input; `get_shape(name)` → [min, opt, max] as Dims, or [] when unset."""
 
     def set_shape(self, input: str, min, opt, max) -> None:  # noqa: A002 - TensorRT's names
@@ -76,7 +84,7 @@ class IOptimizationProfile(OptimizationProfile):
         return True
 
 
-class ITimingCache:
+class ITimingCache(TrtObject):
     """A timing cache held in memory: `serialize()` gives the JSON bytes to store, `combine()` merges another."""
 
     def __init__(self, data: bytes = b""):
@@ -94,7 +102,7 @@ class ITimingCache:
         return True
 
 
-class IBuilderConfig:
+class IBuilderConfig(TrtObject):
     def __init__(self, device=None):
         self.config = BuilderConfig(device=str(device) if device is not None else None)
         self._flags = 1 << int(BuilderFlag.TF32)
@@ -105,6 +113,13 @@ class IBuilderConfig:
         self.default_device_type = None
         self.int8_calibrator = None
         self._calibration_profile = None
+        self.progress_monitor: IProgressMonitor | None = None   # phase_start / step_complete / phase_finish
+        # accepted, no effect here (docs/migrating-from-tensorrt.md): one portable engine format, one stream
+        self.hardware_compatibility_level = None
+        self.max_aux_streams = 0
+        self.profile_stream = 0
+        self.engine_capability = None
+        self.DLA_core = -1
 
     # ---- flags ---------------------------------------------------------------------------------
     @property
@@ -206,12 +221,16 @@ class IBuilderConfig:
         return self._cache
 
 
-class Builder:
-    """trt.Builder(logger [, device]): networks, configs, profiles and serialized engines."""
+class Builder(TrtObject):
+    """trt.Builder(logger [, device]): networks, configs, profiles and serialized engines.
+
+    `platform_has_fast_fp16` (and `platform_has_tf32`) are True only on CUDA: on the CPU a script that guards
+    `config.set_flag(trt.BuilderFlag.FP16)` with it builds float32 (CPU float16 is slower than float32 here)."""
 
     def __init__(self, logger: Logger | None = None, device=None):
         self.logger = logger or Logger()
         self.device = resolve_device(device)
+        self.max_threads = 1           # accepted: builds run on the calling thread
 
     def create_network(self, flags: int = 0) -> NetworkDefinition:
         known = (1 << int(NetworkDefinitionCreationFlag.EXPLICIT_BATCH)) | (1 << int(NetworkDefinitionCreationFlag.STRONGLY_TYPED))
@@ -251,6 +270,25 @@ class Builder:
             profile = config.get_calibration_profile() or (settings.profiles[0] if settings.profiles else None)
             settings.calibration = as_source(config.int8_calibrator, net, profile)
             settings.calibration_profile = profile
-        engine = build_engine(net, settings)
+        monitor = config.progress_monitor
+        if monitor is None:
+            engine = build_engine(net, settings)
+            self.logger.info(f"built engine {engine.name!r}: {len(engine.layers)} layers")
+            return IHostMemory(to_bytes(engine))
+        bridge = MonitorBridge(monitor)
+        monitor.phase_start(TOP, None, 3)
+        try:
+            bridge.top_step(0)
+            engine = build_engine(net, settings, progress=bridge)
+            bridge.finish()
+            bridge.top_step(1)
+            plan = IHostMemory(to_bytes(engine))
+            bridge.top_step(2)
+        except BuildCancelled:
+            bridge.finish()
+            self.logger.warning("build cancelled by the progress monitor")
+            return None
+        finally:
+            monitor.phase_finish(TOP)
         self.logger.info(f"built engine {engine.name!r}: {len(engine.layers)} layers")
-        return IHostMemory(to_bytes(engine))
+        return plan

@@ -195,20 +195,67 @@ class PaddingMode(_Enum):
 
 
 class LayerType(_Enum):
-    """The layer kinds this API builds; `OTHER` for layers that came from the ONNX parser as any other IR op."""
+    """TensorRT's layer kinds, by name (compare by name: the numbers are this API's own). Every IR op maps to one
+    (layer_types.py); ops TensorRT has no layer for are PLUGIN_V3, as its ONNX parser imports them via plugins."""
     CONVOLUTION = 0
+    CAST = 1
     ACTIVATION = 2
     POOLING = 3
+    LRN = 4
+    SCALE = 5
+    DECONVOLUTION = 6
     ELEMENTWISE = 7
     PLUGIN = 8
+    UNARY = 9
+    PADDING = 10
     SOFTMAX = 11
     CONCATENATION = 12
+    TOPK = 13
+    GATHER = 14
     SHUFFLE = 15
+    RAGGED_SOFTMAX = 16
     REDUCE = 17
     CONSTANT = 18
     MATRIX_MULTIPLY = 19
     IDENTITY = 20
+    PLUGIN_V2 = 21
+    SLICE = 22
+    SHAPE = 23
+    PARAMETRIC_RELU = 24
+    RESIZE = 25
+    TRIP_LIMIT = 26
+    RECURRENCE = 27
+    ITERATOR = 28
+    LOOP_OUTPUT = 29
+    SELECT = 30
+    FILL = 31
+    QUANTIZE = 32
+    DEQUANTIZE = 33
+    CONDITION = 34
+    CONDITIONAL_INPUT = 35
+    CONDITIONAL_OUTPUT = 36
+    SCATTER = 37
+    EINSUM = 38
+    ASSERTION = 39
+    ONE_HOT = 40
+    NON_ZERO = 41
+    GRID_SAMPLE = 42
+    NMS = 43
+    REVERSE_SEQUENCE = 44
+    NORMALIZATION = 45
+    PLUGIN_V3 = 46
+    SQUEEZE = 47
+    UNSQUEEZE = 48
+    CUMULATIVE = 49
+    DYNAMIC_QUANTIZE = 50
+    ATTENTION = 51
     OTHER = 1000
+
+
+class LayerInformationFormat(_Enum):
+    """IEngineInspector output: one text line per layer, or JSON."""
+    ONE_LINE = 0
+    JSON = 1
 
 
 class ErrorCode(_Enum):

@@ -15,6 +15,8 @@ import torch
 
 from ...util.errors import UsageError
 from .enums import ActivationType, DataType, ElementWiseOperation, LayerType, PaddingMode, PoolingType
+from .layer_types import layer_type
+from .strict import TrtObject
 from .tensors import Dims, as_weights
 
 
@@ -80,7 +82,7 @@ class PrecisionControls:
         return int(index) in (getattr(self, "_output_specs", None) or {})
 
 
-class ILayer(PrecisionControls):
+class ILayer(PrecisionControls, TrtObject):
     _layer_type = LayerType.OTHER
     _kind = "Layer"
 
@@ -327,10 +329,40 @@ class IPoolingLayer(ILayer):
             em.add("Add", [mx, av], out=out)
 
 
-class ParsedLayer(PrecisionControls):
-    """A layer the ONNX parser created: read-only view of one IR layer (its `op` is the IR op name)."""
+class LayerHandle:
+    """What `network.get_layer(i)` returns for a layer added through the API: the layer seen as an ILayer, so
+    `.type` is its LayerType; every other attribute (read or set) is the layer's own."""
 
-    type = LayerType.OTHER
+    def __init__(self, layer: ILayer):
+        object.__setattr__(self, "_layer", layer)
+
+    @property
+    def type(self) -> LayerType:
+        return type(self._layer)._layer_type
+
+    def __getattr__(self, name):
+        return getattr(self._layer, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._layer, name, value)
+
+    def __eq__(self, other):
+        return self._layer is (other._layer if isinstance(other, LayerHandle) else other)
+
+    def __hash__(self):
+        return id(self._layer)
+
+    def __repr__(self) -> str:
+        return repr(self._layer)
+
+
+class ParsedLayer(PrecisionControls, TrtObject):
+    """A layer the ONNX parser created: read-only view of one IR layer (its `op` is the IR op name, its `type` the
+    TensorRT LayerType of that op, layer_types.py)."""
+
+    @property
+    def type(self) -> LayerType:
+        return layer_type(self._layer.op)
 
     def __init__(self, network, layer):
         self._network, self._layer = network, layer

@@ -24,6 +24,7 @@ from . import layers_tensor as LT
 from .enums import (ActivationType, DataType, ElementWiseOperation, MatrixOperation, NetworkDefinitionCreationFlag,
                     PaddingMode, PoolingType, ReduceOperation)
 from .shapes import infer_infos
+from .strict import TrtObject
 from .tensors import Dims, ITensor
 
 
@@ -61,7 +62,7 @@ class _Emitter:
         return outputs
 
 
-class NetworkDefinition:
+class NetworkDefinition(TrtObject):
     def __init__(self, flags: int = 0, name: str = "network"):
         self._net = Network(name)
         self._flags = int(flags)
@@ -90,7 +91,10 @@ class NetworkDefinition:
         return bool(self._flags >> int(flag) & 1) or flag is NetworkDefinitionCreationFlag.EXPLICIT_BATCH
 
     def get_layer(self, index: int):
-        return self._layers[index]
+        """The layer as TensorRT's get_layer gives it, an ILayer: `.type` is its LayerType even for pooling and
+        activation layers (whose own `.type` is the pooling/activation kind, as in TensorRT)."""
+        layer = self._layers[index]
+        return layer if isinstance(layer, L.ParsedLayer) else L.LayerHandle(layer)
 
     def get_input(self, index: int) -> ITensor:
         return self._tensor(self._net.inputs[index])

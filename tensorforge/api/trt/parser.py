@@ -16,6 +16,7 @@ from ...util.log import Logger
 from .capability import capability_report
 from .enums import ErrorCode
 from .network import NetworkDefinition
+from .strict import TrtObject
 
 
 class ParserError:
@@ -53,7 +54,7 @@ class ParserError:
     __repr__ = __str__
 
 
-class OnnxParser:
+class OnnxParser(TrtObject):
     def __init__(self, network: NetworkDefinition, logger: Logger | None = None):
         self.network, self.logger = network, logger or Logger()
         self._errors: list[ParserError] = []

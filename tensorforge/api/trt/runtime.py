@@ -30,6 +30,8 @@ from ...util.errors import InputError, ShapeError, UsageError
 from ...util.log import Logger
 from .builder import IHostMemory
 from .enums import DataType, TensorIOMode
+from .inspector import IEngineInspector
+from .strict import TrtObject
 from .tensors import Dims
 
 _TYPESTR = {torch.float32: "<f4", torch.float16: "<f2", torch.float64: "<f8", torch.int8: "|i1", torch.int16: "<i2",
@@ -40,6 +42,11 @@ _BITS = {2: (torch.int16, "<i2"), 1: (torch.uint8, "|u1")}    # for dtypes numpy
 class _CudaArray:
     def __init__(self, ptr: int, shape: tuple, typestr: str):
         self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, False), "version": 3}
+
+
+def _inside(bounds, shape) -> bool:
+    mn, _, mx = bounds
+    return len(shape) == len(mn) and all(a <= d <= b for d, a, b in zip(shape, mn, mx))
 
 
 def view_pointer(ptr: int, shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -56,7 +63,7 @@ def view_pointer(ptr: int, shape: tuple, dtype: torch.dtype, device: torch.devic
     return t if carrier == dtype else t.view(dtype)
 
 
-class Runtime:
+class Runtime(TrtObject):
     """trt.Runtime(logger [, device]): engine bytes → ICudaEngine on the device (CUDA when present, else CPU)."""
 
     def __init__(self, logger: Logger | None = None, device=None):
@@ -68,7 +75,7 @@ class Runtime:
         return ICudaEngine(from_bytes(bytes(data)), self.device)
 
 
-class ICudaEngine:
+class ICudaEngine(TrtObject):
     def __init__(self, data: EngineData, device):
         self.data, self.device = data, resolve_device(device)
         self._io = self.data.inputs + self.data.outputs
@@ -124,17 +131,21 @@ class ICudaEngine:
     def create_execution_context(self) -> "IExecutionContext":
         return IExecutionContext(self)
 
+    def create_engine_inspector(self) -> IEngineInspector:
+        return IEngineInspector(self)
+
     def __repr__(self) -> str:
         return f"ICudaEngine({self.name!r}, {self.num_io_tensors} I/O tensors, {self.num_layers} layers)"
 
 
-class IExecutionContext:
+class IExecutionContext(TrtObject):
     def __init__(self, engine: ICudaEngine):
         self.engine = engine
         self._ctx = ExecutionContext(engine.data, engine.device)
         self._shapes: dict[str, tuple[int, ...]] = {}
         self._addresses: dict[str, object] = {}
         self._profile = 0
+        self._profile_set = False       # set_optimization_profile_async called: shapes must fit that profile
         self._out_shapes: dict[tuple, dict[str, tuple]] = {}
         self.name = ""
 
@@ -148,14 +159,26 @@ class IExecutionContext:
             raise UsageError(f"profile {profile_index} does not exist",
                              f"the engine has {self.engine.num_optimization_profiles} profile(s)")
         self._profile = int(profile_index)
+        self._profile_set = True
         return True
 
     def set_input_shape(self, name: str, shape) -> bool:
         if self.engine.get_tensor_mode(name) is not TensorIOMode.INPUT:
             raise UsageError(f"{name!r} is an output of the engine", "set shapes of inputs only")
         dims = tuple(int(d) for d in shape)
-        mn, _, mx = self.engine.data.profiles[self._profile][name]
-        if len(dims) != len(mn) or any(not (a <= d <= b) for d, a, b in zip(dims, mn, mx)):
+        profiles = self.engine.data.profiles
+
+        def fits(k):
+            mn, _, mx = profiles[k][name]
+            return len(dims) == len(mn) and all(a <= d <= b for d, a, b in zip(dims, mn, mx))
+        if not self._profile_set and not fits(self._profile):
+            # no profile chosen explicitly: the first one that takes this shape (and the shapes set so far)
+            for k in range(len(profiles)):
+                if fits(k) and all(_inside(profiles[k][n], s) for n, s in self._shapes.items() if n != name):
+                    self._profile = k
+                    break
+        mn, _, mx = profiles[self._profile][name]
+        if not fits(self._profile):
             raise ShapeError(f"input {name!r} shape {dims} is outside optimization profile {self._profile} "
                              f"(min {tuple(mn)}, max {tuple(mx)})", "give a shape inside the profile")
         self._shapes[name] = dims

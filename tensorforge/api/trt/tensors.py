@@ -11,12 +11,15 @@ import torch
 
 from ...util.errors import UsageError
 from .enums import DataType
+from .strict import TrtObject
 
 
 class Dims(tuple):
     """A shape (trt.Dims): a tuple of ints, -1 for a dynamic dimension."""
 
-    def __new__(cls, shape=()):
+    def __new__(cls, *dims):
+        """Dims((1, 3, 224, 224)) or Dims(1, 3, 224, 224) (TensorRT's Dims2(h, w), Dims4(n, c, h, w), ...)."""
+        shape = dims[0] if len(dims) == 1 and not isinstance(dims[0], (int, np.integer)) else dims
         return super().__new__(cls, (int(d) for d in shape))
 
     @property
@@ -24,7 +27,19 @@ class Dims(tuple):
         return len(self)
 
 
-Dims2 = Dims3 = Dims4 = DimsHW = Dims
+def _fixed(rank: int, name: str):
+    class Fixed(Dims):
+        def __new__(cls, *dims):
+            d = Dims.__new__(cls, *dims)
+            if len(d) != rank:
+                raise UsageError(f"trt.{name} takes {rank} dimensions, got {len(d)}", f"write trt.{name}"
+                                 f"({', '.join('d' + str(i) for i in range(rank))})")
+            return d
+    Fixed.__name__ = Fixed.__qualname__ = name
+    return Fixed
+
+
+Dims2, Dims3, Dims4, DimsHW = _fixed(2, "Dims2"), _fixed(3, "Dims3"), _fixed(4, "Dims4"), _fixed(2, "DimsHW")
 
 
 class Permutation(tuple):
@@ -86,7 +101,7 @@ def as_weights(value, what: str, required: bool = False) -> torch.Tensor | None:
     return w.tensor
 
 
-class ITensor:
+class ITensor(TrtObject):
     """A tensor of a NetworkDefinition, by name. Create through the network, never directly."""
 
     def __init__(self, network, name: str):
