@@ -37,11 +37,13 @@ def _floats(attrs, name):
 
 @importer("Binarizer", versions=(1,), domain=ML)
 def import_binarizer(ctx, node, inputs):
+    """1 where x > threshold."""
     return [ctx.add1("Binarizer", inputs, {"threshold": node.attrs.get("threshold", 0.0)})]
 
 
 @importer("ArrayFeatureExtractor", versions=(1,), domain=ML)
 def import_array_feature_extractor(ctx, node, inputs):
+    """x[..., indices]."""
     return [ctx.add1("ArrayFeatureExtractor", inputs)]
 
 
@@ -60,6 +62,7 @@ def _pick(node, kind):
 
 @importer("LabelEncoder", versions=(2, 4), domain=ML)
 def import_label_encoder(ctx, node, inputs):
+    """numeric keys/values (strings refused)."""
     keys, _ = _pick(node, "keys")
     values, out_dtype = _pick(node, "values")
     if "default_tensor" in node.attrs:
@@ -73,6 +76,7 @@ def import_label_encoder(ctx, node, inputs):
 
 @importer("LinearClassifier", versions=(1,), domain=ML)
 def import_linear_classifier(ctx, node, inputs):
+    """x·Wᵀ + b, post_transform, arg-max label (integer labels)."""
     a = node.attrs
     attrs = {"coefficients": list(a["coefficients"]), "intercepts": list(a.get("intercepts") or []),
              "classlabels_ints": _int_labels(node, "classlabels_ints"), "multi_class": a.get("multi_class", 0),
@@ -82,6 +86,7 @@ def import_linear_classifier(ctx, node, inputs):
 
 @importer("LinearRegressor", versions=(1,), domain=ML)
 def import_linear_regressor(ctx, node, inputs):
+    """x·Wᵀ + b."""
     a = node.attrs
     return [ctx.add1("LinearRegressor", inputs, {"coefficients": list(a["coefficients"]),
                                                  "intercepts": list(a.get("intercepts") or []),
@@ -91,17 +96,20 @@ def import_linear_regressor(ctx, node, inputs):
 
 @importer("Scaler", versions=(1,), domain=ML)
 def import_scaler(ctx, node, inputs):
+    """(x − offset) · scale."""
     return [ctx.add1("Scaler", inputs, {"offset": list(node.attrs.get("offset") or []),
                                         "scale": list(node.attrs.get("scale") or [])})]
 
 
 @importer("Normalizer", versions=(1,), domain=ML)
 def import_normalizer(ctx, node, inputs):
+    """MAX / L1 / L2 per row."""
     return [ctx.add1("Normalizer", inputs, {"norm": node.attrs.get("norm", "MAX")})]
 
 
 @importer("Imputer", versions=(1,), domain=ML)
 def import_imputer(ctx, node, inputs):
+    """replaced value (NaN) → imputed value per column."""
     a = node.attrs
     if a.get("imputed_value_floats"):
         r = a.get("replaced_value_float", float("nan"))
@@ -115,6 +123,7 @@ def import_imputer(ctx, node, inputs):
 
 @importer("OneHotEncoder", versions=(1,), domain=ML)
 def import_one_hot_encoder(ctx, node, inputs):
+    """integer categories (strings refused)."""
     if not node.attrs.get("cats_int64s"):
         _refuse(node, "OneHotEncoder over string categories (engines hold numeric tensors only)",
                 "encode the strings as integers (OrdinalEncoder) before the model input")
@@ -123,6 +132,7 @@ def import_one_hot_encoder(ctx, node, inputs):
 
 @importer("FeatureVectorizer", versions=(1,), domain=ML)
 def import_feature_vectorizer(ctx, node, inputs):
+    """inputs cut/padded to inputdimensions, concatenated."""
     return [ctx.add1("FeatureVectorizer", inputs, {"inputdimensions": list(node.attrs["inputdimensions"])})]
 
 
@@ -131,6 +141,7 @@ _SVM = ("coefficients", "kernel_params", "rho", "support_vectors")
 
 @importer("SVMClassifier", versions=(1,), domain=ML)
 def import_svm_classifier(ctx, node, inputs):
+    """one-vs-one SVC (no Platt probabilities)."""
     a = node.attrs
     if a.get("prob_a"):
         _refuse(node, "SVMClassifier with Platt probabilities (prob_a/prob_b) is not implemented",
@@ -143,6 +154,7 @@ def import_svm_classifier(ctx, node, inputs):
 
 @importer("SVMRegressor", versions=(1,), domain=ML)
 def import_svm_regressor(ctx, node, inputs):
+    """SVR / one-class."""
     a = node.attrs
     attrs = {k: list(a.get(k) or []) for k in _SVM}
     attrs.update(kernel_type=a.get("kernel_type", "LINEAR"), n_supports=a.get("n_supports", 0),
@@ -152,6 +164,7 @@ def import_svm_regressor(ctx, node, inputs):
 
 @importer("ZipMap", versions=(1,), domain=ML)
 def import_zipmap(ctx, node, inputs):
+    """refused: a sequence of maps (convert with zipmap=False)."""
     _refuse(node, "ZipMap returns a sequence of maps; engines return tensors",
             "convert without it (skl2onnx options={'zipmap': False}, onnxmltools zipmap=False): the probability "
             "tensor has one column per class, in classlabels order")
@@ -195,6 +208,7 @@ def _canonical_v3(node, prefix: str) -> dict:
 
 @importer("TreeEnsembleRegressor", versions=(1, 3), domain=ML)
 def import_tree_ensemble_regressor(ctx, node, inputs):
+    """→ canonical tree ensemble (traverse / GEMM tactics)."""
     attrs = _canonical_v3(node, "target")
     attrs["n_targets"] = node.attrs.get("n_targets", 1)
     return [ctx.add1("TreeEnsembleRegressor", inputs, attrs)]
@@ -202,6 +216,7 @@ def import_tree_ensemble_regressor(ctx, node, inputs):
 
 @importer("TreeEnsembleClassifier", versions=(1, 3), domain=ML)
 def import_tree_ensemble_classifier(ctx, node, inputs):
+    """→ canonical tree ensemble; labels and probabilities as onnxruntime."""
     attrs = _canonical_v3(node, "class")
     labels = _int_labels(node)
     attrs.update(classlabels=labels, n_targets=len(labels))
@@ -210,7 +225,7 @@ def import_tree_ensemble_classifier(ctx, node, inputs):
 
 @importer("TreeEnsemble", versions=(5,), domain=ML)
 def import_tree_ensemble(ctx, node, inputs):
-    """Interior nodes keep their indices; leaf i becomes node n_nodes + i (a leaf points at itself)."""
+    """→ canonical tree ensemble (interior nodes keep their indices, leaf i becomes node n_nodes + i)."""
     a = node.attrs
     n = len(a["nodes_modes"].reshape(-1) if hasattr(a["nodes_modes"], "reshape") else a["nodes_modes"])
 
