@@ -68,6 +68,10 @@ def render() -> str:
     lines += ["", "## Not supported yet", "",
               "Standard ops of ai.onnx and ai.onnx.ml without an importer (a plugin can provide any of them).", ""]
     lines += [f"- {op} ({domain or 'ai.onnx'})" for domain, op in missing]
+    from tensorforge.parser.importers.contrib import NOT_SUPPORTED as contrib_missing
+    lines += ["", "## onnxruntime contrib ops (com.microsoft) not supported yet", "",
+              "Ops onnxruntime's quantizer and transformer optimizer write that have no importer, and why.", ""]
+    lines += [f"- {op}: {why}" for op, why in sorted(contrib_missing.items())]
     return "\n".join(lines) + "\n"
 
 
