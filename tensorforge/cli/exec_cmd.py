@@ -56,19 +56,26 @@ class ExecLog:
 
 
 class BuildProgress:
-    """Tactic-choice progress: a rich spinner on a terminal, plain verbose lines otherwise."""
+    """Tactic-choice progress: a rich bar (layers with a tactic / layers, elapsed) on a terminal, plain verbose
+    lines otherwise. The builder calls `begin(n)` once the graph passes have run, then this once per layer."""
 
     def __init__(self, log: ExecLog):
         self.log, self.count, self._bar = log, 0, None
 
     def __enter__(self):
         if sys.stdout.isatty():
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-            self._bar = Progress(SpinnerColumn(), TextColumn("building: {task.completed} layers have a tactic"),
-                                 TimeElapsedColumn(), transient=True)
+            from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            self._bar = Progress(SpinnerColumn(), TextColumn("building: choosing tactics"), BarColumn(),
+                                 TextColumn("{task.completed}/{task.total} layers"), TimeElapsedColumn(),
+                                 transient=True)
             self._bar.start()
             self._task = self._bar.add_task("build", total=None)
         return self
+
+    def begin(self, num_layers: int) -> None:
+        self.log.verbose(f"choosing tactics for {num_layers} layers")
+        if self._bar is not None:
+            self._bar.update(self._task, total=num_layers)
 
     def __call__(self, layer, *_):
         self.count += 1
