@@ -6,7 +6,8 @@
 Cases are split evenly between engine and ONNX mutations (tests/fuzz/fuzzlib.py) and run in child processes in
 batches (tests/fuzz/runner.py), so a crash is attributed to its case and the campaign goes on. Writes
 OUT/summary.md (the table: cases, clean errors, other exceptions, crashes, hangs, silent wrong outputs, and the
-cases that loaded/built and ran correctly) and OUT/findings.jsonl (every case that is not clean or ok).
+cases that loaded/built and ran correctly, and how many of those were weight edits checked against onnxruntime),
+OUT/findings.jsonl (every case that is not clean or ok) and OUT/results.jsonl (every case).
 A silent wrong output is a weight-value edit whose output differs from onnxruntime's on the equally edited model.
 """
 
@@ -23,7 +24,8 @@ sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
 import runner  # noqa: E402
 
 COLUMNS = [("cases", None), ("clean errors", "clean"), ("other exceptions", "other"), ("crashes", "crash"),
-           ("hangs", "hang"), ("silent wrong outputs", "wrong"), ("loaded/built and ran", "ok")]
+           ("hangs", "hang"), ("silent wrong outputs", "wrong"), ("loaded/built and ran", "ok"),
+           ("of which weight edits checked against onnxruntime", "oracle")]
 
 
 def table(results: dict[str, list[dict]]) -> str:
@@ -32,6 +34,7 @@ def table(results: dict[str, list[dict]]) -> str:
     for kind, rs in results.items():
         c = collections.Counter(r["outcome"] for r in rs)
         c["cases"] = len(rs)
+        c["oracle"] = sum(1 for r in rs if r["mutation"].startswith("weight values") and r["outcome"] in ("ok", "wrong"))
         total.update(c)
         lines.append(f"| {kind} | " + " | ".join(str(c[k or 'cases']) for _, k in COLUMNS) + " |")
     lines.append("| all | " + " | ".join(str(total[k or 'cases']) for _, k in COLUMNS) + " |")
@@ -84,6 +87,10 @@ def main(argv=None) -> int:
     for t in threads:
         t.join()
     findings.close()
+    with open(out / "results.jsonl", "w") as f:
+        for kind in results:
+            for r in sorted(results[kind], key=lambda r: r["i"]):
+                f.write(json.dumps(r) + "\n")
     elapsed = time.monotonic() - t0
     text = (f"# Fuzz campaign: seed {args.seed}, {sum(len(v) for v in results.values())} of {args.cases} cases, "
             f"{elapsed / 60:.1f} min\n\n{table(results)}\n")
