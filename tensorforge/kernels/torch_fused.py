@@ -43,7 +43,15 @@ def activation_(y: torch.Tensor, act: str, alpha: float, beta: float) -> torch.T
         return F.silu(y, inplace=True)
     if act == "Elu":
         return F.elu_(y, alpha)
+    if act == "PRelu":
+        raise ValueError("the PRelu epilogue needs its slope: use prelu_(y, slope)")
     raise ValueError(f"unknown epilogue activation {act!r}")
+
+
+def prelu_(y: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:
+    """y where y ≥ 0, else y·slope, slope (C,) per channel of axis 1: torch's prelu kernel, one read and one
+    write (into a new buffer: torch has no in-place prelu)."""
+    return torch.prelu(y, slope.reshape(-1).to(y.dtype))
 
 
 CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
@@ -60,11 +68,11 @@ def epilogue_operands(inputs: list) -> tuple:
             inputs[3] if len(inputs) > 3 else None)
 
 
-def epilogue_(y, residual, act, alpha, beta, residual_first):
-    """y ← act(y [+ residual]) [+ residual], in place (y is a fresh GEMM/conv output)."""
+def epilogue_(y, residual, act, alpha, beta, residual_first, slope=None):
+    """y ← act(y [+ residual]) [+ residual], in place (y is a fresh GEMM/conv output); `slope` is PRelu's."""
     if residual is not None and residual_first:
         y = y.add_(residual)
-    y = activation_(y, act, alpha, beta)
+    y = prelu_(y, slope) if act == "PRelu" else activation_(y, act, alpha, beta)
     if residual is not None and not residual_first:
         y = y.add_(residual)
     return y
@@ -217,7 +225,8 @@ class TorchFusedConv:
         def run(inputs):
             x, w, bias, residual = epilogue_operands(inputs)
             y = conv(x, w, bias, **attrs)
-            return [epilogue_(y, residual, act, alpha, beta, res_first)]
+            slope = inputs[4] if len(inputs) > 4 else None
+            return [epilogue_(y, residual, act, alpha, beta, res_first, slope)]
         return run
 
 

@@ -83,7 +83,7 @@ def pointwise_chain(*inputs, steps, outputs, out_dtypes, consts=(), kernel=""):
 # ---- epilogues shared by FusedConv and MatMulEpilogue -------------------------------------------------
 
 ACTIVATIONS = ("none", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Gelu",
-               "Silu", "Elu")
+               "Silu", "Elu", "PRelu")
 
 
 def apply_activation(y, activation: str, alpha: float, beta: float):
@@ -111,16 +111,22 @@ def apply_activation(y, activation: str, alpha: float, beta: float):
         return y * torch.sigmoid(y)
     if activation == "Elu":
         return F.elu(y, alpha)
+    if activation == "PRelu":
+        raise ValueError("the PRelu epilogue needs its per-channel slope: FusedConv's fifth input")
     raise ValueError(f"unknown epilogue activation {activation!r}; known: {ACTIVATIONS}")
 
 
-def apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first):
-    """out = act(y + bias + residual) when residual_first, else act(y + bias) + residual."""
+def apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first, slope=None):
+    """out = act(y + bias + residual) when residual_first, else act(y + bias) + residual. PRelu (FusedConv
+    only): act(y) = y where y ≥ 0, else y·slope, slope one value per output channel, broadcast like bias."""
     if bias is not None:
         y = y + bias
     if residual is not None and residual_first:
         y = y + residual
-    y = apply_activation(y, activation, alpha, beta)
+    if activation == "PRelu":
+        y = torch.where(y >= 0, y, y * slope)
+    else:
+        y = apply_activation(y, activation, alpha, beta)
     if residual is not None and not residual_first:
         y = y + residual
     return y
@@ -147,28 +153,31 @@ def matmul_epilogue(a, b, bias=None, residual=None, *, trans_b=0, scale=1.0, act
 
 @op("FusedConv", attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
                         "strides": None, **_EPILOGUE_ATTRS})
-def fused_conv(x, w, bias=None, residual=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+def fused_conv(x, w, bias=None, residual=None, slope=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                pads=None, strides=None, activation="none", alpha=0.0, beta=0.0, residual_first=0):
     """out = epilogue(Conv(x, w)) with Conv's ONNX attributes and the epilogue act(· + bias [+ residual])
-    [+ residual]; bias is per output channel (C_out,). Traffic: read x, w, residual once, write out once.
+    [+ residual]; bias is per output channel (C_out,), and so is `slope`, the PRelu activation's (absent for
+    every other activation). Traffic: read x, w, residual once, write out once.
     """
     conv = get_spec("Conv").reference
     y = conv(x, w, None, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
              pads=pads, strides=strides)
     if bias is not None:
         bias = bias.reshape([1, -1] + [1] * (y.dim() - 2))
-    return apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first)
+    if slope is not None:
+        slope = slope.reshape([1, -1] + [1] * (y.dim() - 2))
+    return apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first, slope)
 
 
 @op("FusedConvPool", attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
                             "strides": None, **_EPILOGUE_ATTRS})
-def fused_conv_pool(x, w, bias=None, residual=None, **attrs):
+def fused_conv_pool(x, w, bias=None, residual=None, slope=None, **attrs):
     """(Y, P): Y = FusedConv(x, w, bias, residual) and P = GlobalAveragePool(Y), P[n, c] = (1/S)·Σ_s Y[n, c, s]
     (passes/rules/conv_pool.py). A squeeze-excite block, or a network's last pooled feature map, reads Y back
     only to average it: fused, the epilogue pass that writes Y also sums it, so Y is not read a second time and
     the pool costs no launch. When Y has no other reader the layer's first output is absent and Y is never
     written: traffic read x, w, residual, write N·C."""
-    y = fused_conv(x, w, bias, residual, **attrs)
+    y = fused_conv(x, w, bias, residual, slope, **attrs)
     return y, get_spec("GlobalAveragePool").reference(y)
 
 

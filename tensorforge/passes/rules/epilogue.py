@@ -9,7 +9,9 @@ layer writes its output once: the unfused graph writes and re-reads the product 
 
 bias: a constant that broadcasts per output channel (Conv: (C,), (C,1,1), (1,C,1,1)) or per column (MatMul/
 Gemm: (N,), (1,N)); residual: a computed tensor of exactly the output's shape; act: Relu, Sigmoid, Tanh,
-LeakyRelu, Elu, HardSigmoid, HardSwish, Gelu, Clip with constant bounds, or SiLU written as y·σ(y).
+LeakyRelu, Elu, HardSigmoid, HardSwish, Gelu, Clip with constant bounds, SiLU written as y·σ(y), or PRelu with
+a constant slope (one value: LeakyRelu; one per output channel: FusedConv's PRelu epilogue with the slope as its
+fifth input — the face-detection cascades' Conv → PRelu, exported by caffe2onnx and torch alike).
 """
 
 import torch
@@ -37,7 +39,8 @@ def _acts(z):
                                              "HardSwish", "Gelu")]
     return simple + [Op("Clip", z, Const(name="clip_lo"), Const(name="clip_hi"), name="act"),
                      Op("Clip", z, Const(name="clip_lo"), name="act"),
-                     Op("Mul", z, Op("Sigmoid", z), name="act")]
+                     Op("Mul", z, Op("Sigmoid", z), name="act"),
+                     Op("PRelu", z, Var("slope", _constant), name="act")]
 
 
 _activated = AnyOf(*_acts(_pre), _pre)
@@ -62,6 +65,8 @@ def _activation(layer: Layer | None, m) -> tuple[str, float, float]:
         return "HardSigmoid", float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))
     if layer.op == "Gelu":
         return "Gelu", 1.0 if a.get("approximate", "none") == "tanh" else 0.0, 0.0
+    if layer.op == "PRelu" and m["slope.numel"] == 1:
+        return "LeakyRelu", m["slope.value"], 0.0
     return layer.op, 0.0, 0.0
 
 
@@ -69,7 +74,8 @@ class Epilogue(Rule):
     """act(core + bias [+ residual]) [+ residual], core ∈ {Conv, MatMul, Gemm} ⇒ FusedConv / MatMulEpilogue."""
 
     name = "act(W⊛x + b [+ r]) [+ r] ⇒ FusedConv / MatMulEpilogue"
-    roots = {"Add", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "HardSigmoid", "HardSwish", "Gelu", "Clip", "Mul"}
+    roots = {"Add", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "HardSigmoid", "HardSwish", "Gelu", "Clip", "Mul",
+             "PRelu"}
     anchor = {"Conv", "MatMul", "Gemm"}
     pattern = PATTERN
 
@@ -104,6 +110,13 @@ class Epilogue(Rule):
                 return "the convolution weights are computed at run time"
             if len(core.inputs) > 2 and core.inputs[2] and g.constant(core.inputs[2]) is None:
                 return "the convolution bias is computed at run time"
+        if "slope" in m.binds:
+            why = _slope_reason(g.constant(m["slope"]), core.op, len(shape), channels)
+            if why:
+                return f"PRelu slope {m['slope']!r}: {why}"
+            slope = g.constant(m["slope"])
+            m.binds["slope.numel"] = slope.numel()
+            m.binds["slope.value"] = float(slope.reshape(-1)[0])
         m.binds["channels"] = channels
         return None
 
@@ -129,6 +142,9 @@ class Epilogue(Rule):
             any(x is m["res_add"] for x in _below(m["act"], m)) else 0
         attrs = {"activation": act, "alpha": alpha, "beta": beta, "residual_first": res_first}
         inputs = [core.inputs[0], core.inputs[1], bias, m.get("res", "")]
+        if act == "PRelu":
+            inputs.append(net.add_constant(net.unique_name(f"{core.name}/epilogue_slope"),
+                                           net.constants[m["slope"]].reshape(-1).clone()))
         while inputs and not inputs[-1]:
             inputs.pop()
         if core.op == "Conv":
@@ -146,6 +162,16 @@ def _below(layer: Layer, m) -> list[Layer]:
     """The matched layers that produce `layer`'s inputs (one level)."""
     producers = {o: x for x in m.layers for o in x.outputs}
     return [producers[i] for i in layer.inputs if i in producers]
+
+
+def _slope_reason(c: torch.Tensor, core_op: str, rank: int, channels: int) -> str | None:
+    """PRelu's slope broadcasts against the output from the right: one value becomes LeakyRelu, one per output
+    channel (Conv only: (C, 1, …, 1)) becomes the PRelu epilogue."""
+    if c.numel() == 1 and c.dtype.is_floating_point:
+        return None if c.dim() <= rank else f"shape {tuple(c.shape)} broadcasts the output to a higher rank"
+    if core_op != "Conv":
+        return f"a per-column PRelu slope ({tuple(c.shape)}) after {core_op} has no epilogue (only Conv's per-channel one)"
+    return per_channel_reason(c, core_op, rank, channels)
 
 
 def per_channel_reason(c: torch.Tensor, core_op: str, rank: int, channels: int) -> str | None:
