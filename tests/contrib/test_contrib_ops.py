@@ -111,3 +111,28 @@ def test_refusals_say_why():
                    [("y", F), ("mean", F)], [("g", _f(4))])
     with pytest.raises(UnsupportedOpError, match="mean"):
         tfg.build(model, device="cpu")
+
+
+@pytest.mark.parametrize("with_mask,unidirectional", [(False, 0), (True, 0), (False, 1), (True, 1)])
+def test_attention(with_mask, unidirectional):
+    b, s, hidden, heads = 2, 6, 32, 4
+    inits = [("w", _f(hidden, 3 * hidden, scale=0.3)), ("bias", _f(3 * hidden, scale=0.1))]
+    ins = ["x", "w", "bias"] + (["mask"] if with_mask else [])
+    inputs = [("x", F, [b, s, hidden])] + ([("mask", TensorProto.INT32, [b, s])] if with_mask else [])
+    model = _model(_ms("Attention", ins, ["y"], num_heads=heads, unidirectional=unidirectional), inputs, [("y", F)],
+                   inits)
+    feeds = {"x": _f(b, s, hidden)}
+    if with_mask:
+        feeds["mask"] = np.array([[1] * s, [1] * (s - 2) + [0, 0]], np.int32)
+    check_against_ort(model, feeds)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_embedding(interleaved):
+    b, s, heads, d = 2, 5, 2, 8
+    cos_sin = np.arange(16)[:, None] * (1.0 / 10000 ** (np.arange(0, d, 2) / d))[None, :]
+    inits = [("cos", np.cos(cos_sin).astype(np.float32)), ("sin", np.sin(cos_sin).astype(np.float32))]
+    model = _model(_ms("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], interleaved=interleaved, num_heads=heads),
+                   [("x", F, [b, s, heads * d]), ("pos", TensorProto.INT64, [b, s])], [("y", F)], inits)
+    pos = np.stack([np.arange(s), np.arange(3, 3 + s)]).astype(np.int64)
+    check_against_ort(model, {"x": _f(b, s, heads * d), "pos": pos})

@@ -8,6 +8,10 @@ for any exporter); new math → ir/ops/contrib.py.
     SkipLayerNormalization(x, skip, γ, β?, bias?; epsilon)  s = x + skip (+ bias) → LayerNormalization(s, γ, β);
                                     outputs: y and (4th) s; mean / inv_std_var outputs are refused
     FusedMatMul(A, B; alpha, transA, transB)  Transpose of the last two axes → MatMul → · alpha
+    Attention(x, W, bias?, mask_index?; num_heads, …)  x·W + bias → Split Q, K, V → OnnxAttention (3-D, num_heads),
+                                    a (B, S) 0/1 mask as a boolean key mask, unidirectional → is_causal; past/present,
+                                    attention_bias and 1-D/3-D mask_index are refused
+    RotaryEmbedding(x, position_ids (B, S), cos, sin)  → the ONNX RotaryEmbedding op (same rotation)
     MatMulIntegerToFloat            its own IR op (ir/ops/contrib.py)
     DynamicQuantizeMatMul(A, B, b_scale, b_zp?, bias?)  DynamicQuantizeLinear(A) → MatMulIntegerToFloat
 """
@@ -21,11 +25,8 @@ MS = "com.microsoft"
 
 # contrib ops onnxruntime's tools emit that have no importer yet, and why (docs/operators.md lists them)
 NOT_SUPPORTED = {
-    "Attention": "packed-QKV attention with mask_index variants, past/present state and relative position bias; "
-                 "not done yet (the optimizer did not emit it for the test BERT/GPT-2 exports, which keep MatMul/Softmax)",
     "MultiHeadAttention": "the same family as Attention (separate or packed Q/K/V, cache, bias); not done yet",
     "GroupQueryAttention": "KV-cache decoding op (past/present buffers, seqlens_k, rotary inside); not done yet",
-    "RotaryEmbedding": "interleaved/half rotation with position_ids and a cos/sin cache; not done yet",
     "EmbedLayerNormalization": "word + position + segment embeddings + LayerNorm with a mask-index output; not done "
                                "yet (not emitted for the test exports)",
     "DynamicQuantizeLSTM": "int8 LSTM whose input and hidden state onnxruntime re-quantizes every step; matching its "
@@ -134,3 +135,53 @@ def import_dynamic_quantize_matmul(ctx, node, inputs):
     while args and not args[-1]:
         args.pop()
     return [ctx.add1("MatMulIntegerToFloat", args)]
+
+
+@importer("Attention", versions=(1,), domain=MS)
+def import_ms_attention(ctx, node, inputs):
+    """x·W + bias → Q, K, V → OnnxAttention; (B, S) key mask; unidirectional → causal."""
+    a = node.attrs
+    if any(_present(inputs, i) for i in (4, 5, 6)) or len([o for o in node.outputs if o]) > 1:
+        _refuse(node, "Attention with past/present state, attention_bias or past_sequence_length is not supported",
+                "export without a KV cache (the encoder form) or use ONNX Attention-23")
+    heads = int(a["num_heads"])
+    qkv = ctx.add1("MatMul", inputs[:2])
+    if _present(inputs, 2):
+        qkv = ctx.add1("Add", [qkv, inputs[2]])
+    w = ctx.constant_value(inputs[1])
+    sizes = list(a.get("qkv_hidden_sizes") or [])
+    if not sizes:
+        if w is None:
+            _refuse(node, "Attention weights are not a constant and qkv_hidden_sizes is absent",
+                    "give qkv_hidden_sizes or constant weights")
+        sizes = [w.shape[-1] // 3] * 3
+    if sizes[0] != sizes[1]:
+        _refuse(node, f"Q and K hidden sizes differ ({sizes[0]} vs {sizes[1]})", "re-export with equal Q/K sizes")
+    q, k, v = ctx.add("Split", [qkv, ctx.const(torch.tensor(sizes, dtype=torch.int64))], {"axis": -1}, num_outputs=3)
+    mask = ""
+    if _present(inputs, 3):
+        info = ctx.info(inputs[3])
+        if info is None or info.shape is None or len(info.shape) != 2:
+            _refuse(node, "only a (batch, sequence) 0/1 mask_index is supported (1-D end positions and 3-D masks "
+                    "are not)", "export the attention mask as (batch, sequence)")
+        keep = ctx.add1("Cast", [inputs[3]], {"to": "bool"})
+        mask = ctx.add1("Unsqueeze", [keep, ctx.const(torch.tensor([1, 2], dtype=torch.int64))])
+    attrs = {"q_num_heads": heads, "kv_num_heads": heads, "is_causal": int(a.get("unidirectional", 0))}
+    if a.get("scale", 0.0):
+        attrs["scale"] = float(a["scale"])
+    return [ctx.add("OnnxAttention", [q, k, v] + ([mask] if mask else []), attrs, num_outputs=1)[0]]
+
+
+@importer("RotaryEmbedding", versions=(1,), domain=MS)
+def import_ms_rotary(ctx, node, inputs):
+    """→ ONNX RotaryEmbedding (inputs reordered; 2-D position_ids)."""
+    a = node.attrs
+    if a.get("is_packed_batching", 0) or float(a.get("scale", 1.0)) != 1.0:
+        _refuse(node, "RotaryEmbedding with is_packed_batching or scale ≠ 1 is not supported", "re-export without them")
+    info = ctx.info(inputs[1])
+    if info is None or info.shape is None or len(info.shape) != 2:
+        _refuse(node, "RotaryEmbedding needs (batch, sequence) position_ids (a 1-element offset is not supported)",
+                "pass explicit position ids")
+    attrs = {"interleaved": int(a.get("interleaved", 0)), "rotary_embedding_dim": int(a.get("rotary_embedding_dim", 0)),
+             "num_heads": int(a.get("num_heads", 0))}
+    return [ctx.add1("RotaryEmbedding", [inputs[0], inputs[2], inputs[3], inputs[1]], attrs)]
