@@ -10,7 +10,7 @@ refused with the reason. Output files are written atomically; `-` as a dump path
 import argparse
 import sys
 
-from ..builder import BuilderConfig, build_engine
+from ..builder import BuilderConfig, OptimizationProfile, build_engine
 from ..builder.builder import _infer
 from ..engine import to_bytes
 from ..ir.printer import format_network
@@ -20,6 +20,7 @@ from ..util.errors import UsageError
 from ..util.fileio import atomic_write
 from ..util.log import Severity, get_logger
 from ..version import __version__
+from .shapes_arg import parse_shapes
 
 PROBES = (16, 24)     # sizes tried for dynamic input dimensions; a dimension that differs between them prints -1
 
@@ -56,8 +57,54 @@ def _parser() -> _Parser:
     p.add_argument("-q", dest="quiet", action="count", default=0, help="less output")
     p.add_argument("-V", dest="version", action="store_true", help="print the version and exit")
     p.add_argument("-h", "--help", dest="help", action="store_true", help="show this help and exit")
+    for flag, what in (("min", "minimum"), ("opt", "optimum"), ("max", "maximum")):
+        p.add_argument(f"--{flag}Shapes", dest=f"{flag}_shapes", metavar="SPEC", default=None,
+                       help=f"profile {what} shapes, trtexec's syntax (name:1x3x224x224,...); --optShapes alone "
+                            "fixes the shapes")
     p.add_argument("--device", default=None, help="build device: cpu, cuda or a GPU index (default: CUDA when present)")
     return p
+
+
+def _profile(args, net) -> OptimizationProfile | None:
+    """--minShapes/--optShapes/--maxShapes → one profile (trtexec's rule: only --optShapes, or all three)."""
+    given = [args.min_shapes, args.opt_shapes, args.max_shapes]
+    if not any(given):
+        return None
+    if given[1] is None or (given[0] is None) != (given[2] is None):
+        raise UsageError("convert: give only --optShapes, or all of --minShapes, --optShapes and --maxShapes",
+                         "e.g. --minShapes=x:1x3x224x224 --optShapes=x:8x3x224x224 --maxShapes=x:32x3x224x224")
+    opt = parse_shapes(args.opt_shapes, "--optShapes")
+    mins = parse_shapes(args.min_shapes, "--minShapes") if args.min_shapes else opt
+    maxs = parse_shapes(args.max_shapes, "--maxShapes") if args.max_shapes else opt
+    for name in set(opt) | set(mins) | set(maxs):
+        if not (name in opt and name in mins and name in maxs):
+            raise UsageError(f"convert: input {name!r} is not in all of --minShapes/--optShapes/--maxShapes",
+                             "give every dynamic input in all three")
+        if name not in net.inputs:
+            raise UsageError(f"convert: {name!r} is not an input of the model", f"its inputs are: {', '.join(net.inputs)}")
+    prof = OptimizationProfile()
+    for name in opt:
+        prof.set_shape(name, mins[name], opt[name], maxs[name])
+    return prof
+
+
+def _profile_points(net, prof: OptimizationProfile) -> list[dict]:
+    """The dump's shape points: the profile's min, opt and max (static inputs at their own shape)."""
+    points = []
+    for k in range(3):
+        point = {}
+        for name in net.inputs:
+            if name in prof.shapes:
+                point[name] = tuple(prof.shapes[name][k])
+            else:
+                shape = net.tensors[name].shape
+                if shape is None or any(not isinstance(d, int) or d < 0 for d in shape):
+                    raise UsageError(f"convert: input {name!r} is dynamic and not in --optShapes",
+                                     f"add {name}:<dims> to the shape flags")
+                point[name] = tuple(shape)
+        if point not in points:
+            points.append(point)
+    return points
 
 
 def _probe_points(net) -> list[dict]:
@@ -154,7 +201,11 @@ def _convert(args) -> int:
     log = get_logger()
     net = parse_model(args.model)
     log.info(f"parsed {args.model}: {len(net.layers)} layers, inputs {net.inputs}, outputs {net.outputs}")
-    points = _probe_points(net) if (args.passes or args.text or args.text_weights) else None
+    profile = _profile(args, net)
+    if args.passes or args.text or args.text_weights:
+        points = _profile_points(net, profile) if profile is not None else _probe_points(net)
+    else:
+        points = None
     if args.passes:
         for name, changes in _run_passes(net, args.passes, points).items():
             log.info(f"pass {name}: {changes} change(s)")
@@ -165,7 +216,8 @@ def _convert(args) -> int:
         if args.text_weights:
             _write(args.text_weights, _dump(dumped, points, weights=True))
     if args.engine or args.list_layers:
-        config = BuilderConfig(fp16=args.bits == 16, workspace_bytes=args.workspace, device=args.device)
+        config = BuilderConfig(fp16=args.bits == 16, workspace_bytes=args.workspace, device=args.device,
+                               profiles=[profile] if profile is not None else [])
         engine = build_engine(net, config)
         if args.engine:
             atomic_write(args.engine, to_bytes(engine))

@@ -36,6 +36,10 @@ def _parser() -> _Parser:
                 epilog="Exit code: 0, or 1 when an ONNX model has nodes that cannot be imported (listed with the reason).")
     p.add_argument("path", nargs="?", help="model.onnx, model.engine (.plan, .trt) or a timing cache .json")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    for flag in ("--staticPlugins", "--plugins", "--dynamicPlugins"):
+        p.add_argument(flag, dest="plugins", action="append", default=[], metavar="FILE",
+                       help="load plugins from this Python file or module first (repeatable), as exec does" if
+                       flag == "--staticPlugins" else "same as --staticPlugins")
     p.add_argument("--verbose", "-v", action="store_true", help="show tracebacks on errors")
     p.add_argument("-h", "--help", dest="help", action="store_true", help="show this help and exit")
     return p
@@ -163,12 +167,19 @@ def _cache_text(d: dict) -> list[str]:
     return lines
 
 
+ENGINE_SUFFIXES = (".engine", ".plan", ".trt")
+
+
 def inspect_path(path: str) -> dict:
     data = read_bytes(path, "file to inspect")
     if data[:len(MAGIC)] == MAGIC:
         return inspect_engine(path, data)
     if data.lstrip()[:1] == b"{":
         return inspect_cache(path, data)
+    if str(path).lower().endswith(ENGINE_SUFFIXES):
+        from ..util.errors import EngineFileError
+        raise EngineFileError(f"{path} is not a tensorforge engine (wrong magic bytes; a TensorRT plan, or another "
+                              "file renamed?)", "rebuild it with tensorforge exec --onnx=model.onnx --saveEngine=...")
     return inspect_onnx(path)
 
 
@@ -179,6 +190,10 @@ def run(argv) -> int:
         return 0
     if not args.path:
         raise UsageError("inspect: no file given", "usage: tensorforge inspect model.onnx|model.engine|cache.json [--json]")
+    if args.plugins:
+        from ..plugin import load as load_plugins
+        for source in args.plugins:
+            load_plugins(source)
     d = inspect_path(args.path)
     if args.json:
         print(json.dumps(d, indent=1, sort_keys=True, default=str))
