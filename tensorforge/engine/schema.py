@@ -219,12 +219,9 @@ def _no_duplicates(pairs):
     return out
 
 
-def _no_constant(name):
-    raise SchemaViolation("", f"{name} is not valid JSON")
-
-
 def parse_manifest(raw: bytes):
-    """UTF-8 JSON → Python values; duplicate keys, NaN/Infinity and nesting deeper than MAX_DEPTH refused."""
+    """UTF-8 JSON → Python values; duplicate keys and nesting deeper than MAX_DEPTH refused. The dialect is Python's:
+    float attributes may be Infinity/-Infinity/NaN (an attention mask's -inf), as `json.dumps` writes them."""
     depth = nesting_depth(raw)
     if depth > MAX_DEPTH:
         raise SchemaViolation("", f"JSON nested {depth} levels deep (at most {MAX_DEPTH})")
@@ -233,7 +230,7 @@ def parse_manifest(raw: bytes):
     except UnicodeDecodeError as e:
         raise SchemaViolation("", f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        return json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as e:
         raise SchemaViolation("", f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:      # cannot happen below MAX_DEPTH; kept as a clean error, not a crash

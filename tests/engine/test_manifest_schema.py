@@ -225,3 +225,14 @@ def test_inspect_reads_build_info_fields_typed():
     def fn(m):
         m["build_info"].setdefault("memory", {})["host_value_inputs"] = {"conv": [[0]]}
     assert "host_value_inputs" in _load_error(edit(small_cnn_engine(), fn))
+
+
+def test_infinite_float_attributes_load():
+    """An attention mask's -inf in a fused chain's constants (found by the contrib tests): json.dumps writes it as
+    -Infinity, and the reader must take it back — the first version of this reader refused it."""
+    def fn(m):
+        _layer(m, "FusedConvPool")["attrs"]["beta"] = float("-inf")
+    data = edit(small_cnn_engine(), fn)
+    assert b"-Infinity" in split(data)[0]
+    eng = from_bytes(data)
+    assert next(la for la in eng.layers if la.op == "FusedConvPool").attrs["beta"] == float("-inf")
