@@ -30,12 +30,12 @@ def _ort_as_written(model: bytes, feeds: dict) -> dict:
     return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
 
 
-def _check(model: bytes, feeds: dict, reload: bool = True):
+def _check(model: bytes, feeds: dict):
+    """Built, then saved and reloaded: both compared with onnxruntime."""
     want = _ort_as_written(model, feeds)
     engine = tfg.build(model, device="cpu")
     assert_close(engine.run(dict(feeds)), want, 1e-3, 1e-4, "built: ")
-    if reload:
-        assert_close(Engine(from_bytes(engine.serialize()), "cpu").run(dict(feeds)), want, 1e-3, 1e-4, "reloaded: ")
+    assert_close(Engine(from_bytes(engine.serialize()), "cpu").run(dict(feeds)), want, 1e-3, 1e-4, "reloaded: ")
 
 
 class _LastHidden(torch.nn.Module):
@@ -70,7 +70,7 @@ def test_bert_optimized_by_onnxruntime(tmp_path):
                      vocab_size=100, max_position_embeddings=32)
     onx, ops, feeds = _export_and_optimize(BertModel(cfg), "bert", tmp_path)
     assert ops["SkipLayerNormalization"] >= 3, ops          # the optimizer really rewrote it
-    _check(onx, feeds, reload=False)
+    _check(onx, feeds)
 
 
 def test_gpt2_optimized_by_onnxruntime(tmp_path):
@@ -79,26 +79,4 @@ def test_gpt2_optimized_by_onnxruntime(tmp_path):
     cfg = GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=100, n_positions=32)
     onx, ops, feeds = _export_and_optimize(GPT2Model(cfg), "gpt2", tmp_path)
     assert ops["SkipLayerNormalization"] >= 3 and ops["FastGelu"] >= 1, ops
-    _check(onx, feeds, reload=False)
-
-
-def _bert():
-    from transformers import BertConfig, BertModel
-    return BertModel(BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                                vocab_size=100, max_position_embeddings=32)), "bert"
-
-
-def _gpt2():
-    from transformers import GPT2Config, GPT2Model
-    return GPT2Model(GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=100, n_positions=32)), "gpt2"
-
-
-@pytest.mark.xfail(strict=True, reason="engine manifest cannot hold the attention mask's -inf: the PointwiseChain fused "
-                   "from the mask's Where(…, -inf) stores it in 'consts' and JSON has no Infinity (engine room, not a "
-                   "contrib op)")
-@pytest.mark.parametrize("make", [_bert, _gpt2])
-def test_optimized_engine_round_trip(make, tmp_path):
-    torch.manual_seed(0)
-    model, kind = make()
-    onx, _, feeds = _export_and_optimize(model, kind, tmp_path)
-    _check(onx, feeds, reload=True)
+    _check(onx, feeds)
