@@ -12,6 +12,8 @@ for any exporter); new math → ir/ops/contrib.py.
                                     a (B, S) 0/1 mask as a boolean key mask, unidirectional → is_causal; past/present,
                                     attention_bias and 1-D/3-D mask_index are refused
     RotaryEmbedding(x, position_ids (B, S), cos, sin)  → the ONNX RotaryEmbedding op (same rotation)
+    QLinearAdd/Mul/Sigmoid/GlobalAveragePool/Concat  DequantizeLinear → the float op → QuantizeLinear (the Q/DQ
+                                    passes then fuse or keep them, as for QDQ-format models)
     MatMulIntegerToFloat            its own IR op (ir/ops/contrib.py)
     DynamicQuantizeMatMul(A, B, b_scale, b_zp?, bias?)  DynamicQuantizeLinear(A) → MatMulIntegerToFloat
 """
@@ -32,9 +34,8 @@ NOT_SUPPORTED = {
     "DynamicQuantizeLSTM": "int8 LSTM whose input and hidden state onnxruntime re-quantizes every step; matching its "
                            "rounding needs its kernel's exact order; not done yet",
     "MatMulNBits": "4-bit block-quantized weights (blob layout, g_idx, zero-point packing); not done yet",
-    "QLinearConv": "com.microsoft QLinear* ops (QLinearConv NHWC, QLinearAdd/Mul/Sigmoid/GlobalAveragePool/Concat) "
-                   "and QGemm: not done yet — quantize_static's QDQ format (standard ops) is supported instead",
-    "QGemm": "see QLinearConv",
+    "QGemm": "quantized Gemm with optional output quantization (quantize_static on Gemm models); not done yet",
+    "QLinearLeakyRelu / QLinearSoftmax / QLinearAveragePool / QLinearWhere": "other QOperator-format ops; not done yet",
     "FusedConv": "Conv + activation fused by onnxruntime at session time (rarely in files); not done yet",
 }
 
@@ -185,3 +186,49 @@ def import_ms_rotary(ctx, node, inputs):
     attrs = {"interleaved": int(a.get("interleaved", 0)), "rotary_embedding_dim": int(a.get("rotary_embedding_dim", 0)),
              "num_heads": int(a.get("num_heads", 0))}
     return [ctx.add1("RotaryEmbedding", [inputs[0], inputs[2], inputs[3], inputs[1]], attrs)]
+
+
+def _dq(ctx, x, scale, zp):
+    return ctx.add1("DequantizeLinear", [x, scale] + ([zp] if zp else []), {"axis": 1, "block_size": 0})
+
+
+def _q(ctx, y, scale, zp):
+    return ctx.add1("QuantizeLinear", [y, scale] + ([zp] if zp else []),
+                    {"axis": 1, "saturate": 1, "block_size": 0, "output_dtype": None})
+
+
+def _qlinear_binary(ir_op):
+    def fn(ctx, node, inputs):
+        """Dequantize A and B, apply the float op, quantize to C (com.microsoft QLinearAdd / QLinearMul)."""
+        ins = list(inputs) + [""] * (8 - len(inputs))
+        y = ctx.add1(ir_op, [_dq(ctx, ins[0], ins[1], ins[2]), _dq(ctx, ins[3], ins[4], ins[5])])
+        return [_q(ctx, y, ins[6], ins[7])]
+    return fn
+
+
+importer("QLinearAdd", versions=(1,), domain=MS)(_qlinear_binary("Add"))
+importer("QLinearMul", versions=(1,), domain=MS)(_qlinear_binary("Mul"))
+
+
+@importer("QLinearSigmoid", versions=(1,), domain=MS)
+def import_qlinear_sigmoid(ctx, node, inputs):
+    """Dequantize → Sigmoid → quantize."""
+    ins = list(inputs) + [""] * (5 - len(inputs))
+    return [_q(ctx, ctx.add1("Sigmoid", [_dq(ctx, ins[0], ins[1], ins[2])]), ins[3], ins[4])]
+
+
+@importer("QLinearGlobalAveragePool", versions=(1,), domain=MS)
+def import_qlinear_gap(ctx, node, inputs):
+    """Dequantize → GlobalAveragePool (NCHW; channels_last refused) → quantize."""
+    if node.attrs.get("channels_last", 0):
+        _refuse(node, "QLinearGlobalAveragePool with channels_last=1 is not supported", "use the NCHW form")
+    ins = list(inputs) + [""] * (5 - len(inputs))
+    return [_q(ctx, ctx.add1("GlobalAveragePool", [_dq(ctx, ins[0], ins[1], ins[2])]), ins[3], ins[4])]
+
+
+@importer("QLinearConcat", versions=(1,), domain=MS)
+def import_qlinear_concat(ctx, node, inputs):
+    """Each (x, scale, zp) triple dequantized → Concat(axis) → quantize to (Y_scale, Y_zp)."""
+    ys, yz, rest = inputs[0], inputs[1], inputs[2:]
+    parts = [_dq(ctx, rest[i], rest[i + 1], rest[i + 2]) for i in range(0, len(rest), 3)]
+    return [_q(ctx, ctx.add1("Concat", parts, {"axis": int(node.attrs["axis"])}), ys, yz)]
