@@ -15,6 +15,7 @@ from ..util.log import get_logger
 from .constant_fold import fold_constants
 from .cse import eliminate_common_subexpressions
 from .dead_code import remove_dead_layers
+from .subgraphs import inline_constant_ifs, optimize_bodies
 from .rules import activations, attention, conv_as_gemm, conv_bn, epilogue, gather_view, gelu, gemm_reshape, layernorm, pointwise, softmax
 from .rules.add_layernorm import fuse_add_layernorm
 from .rules.conv_bias_layernorm import move_conv_bias_into_layernorm
@@ -32,6 +33,7 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("dead-code", 0, remove_dead_layers),
     ("fuse-qdq", 1, fuse_qdq),           # before constant folding, which would turn weight DQs into float weights
     ("constant-fold", 1, fold_constants),
+    ("constant-if", 1, inline_constant_ifs),   # an If whose condition folded: its taken branch, inlined
     ("dead-code", 1, remove_dead_layers),
     ("cse", 1, eliminate_common_subexpressions),
     ("no-ops", 1, remove_noops),
@@ -70,4 +72,10 @@ def optimize(net: Network, shape_points: list[dict], level: int = 3, stage: str 
         changes = fn(net, shape_points=shape_points, **options)
         report[name] = report.get(name, 0) + changes
         log.verbose(f"pass {name}: {changes} change(s), {len(net.layers)} layers")
+    if stage == "graph" and level >= 1:      # the same passes inside If/Loop/Scan bodies (passes/subgraphs.py)
+        body = optimize_bodies(net, shape_points, lambda b, pts: optimize(b, pts, level, stage, **options),
+                               options.get("max_fold_elements", 1 << 24))
+        if body["bodies"]:
+            report.update(body)
+            log.verbose(f"bodies: {body['bodies']}, layers {body['body-layers-before']} → {body['body-layers-after']}")
     return report
