@@ -1,0 +1,190 @@
+"""Persistent, checked cache of compiled Triton kernels for builds, and parallel ahead-of-time compilation.
+
+Entry points: `for_build(device_fp)` (context manager: Triton's cache directory points at
+~/.cache/tensorforge/triton/<device>/ for the build, every entry checked first), `precompile(jobs, workers)`
+(compile callables in a thread pool before timing), `prune_tile_configs(configs, m, n, k, ...)`.
+
+Keys: Triton already names each cache entry by a hash of the kernel's source (and the source of every jitted
+function it calls), its constexprs and specialisation (the config: BLOCK, tile sizes), num_warps/num_stages,
+the target (sm_90) and Triton's version. The folder adds the device fingerprint (GPU name, compute capability:
+util.device.fingerprint), so builds for different devices never share entries. Triton itself trusts whatever
+bytes are on disk (a truncated cubin fails at load, mid-build); here an index (index.json: entry → sha256 of
+each file) is written after every build, and before the next one every entry whose files are missing, changed
+or not in the index (a crashed build) is deleted, so Triton compiles it again. Root: $TFG_CACHE_DIR, else
+~/.cache/tensorforge. The cache holds compiler output only; engines never read it.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+INDEX = "index.json"
+_LOCK = threading.Lock()          # one build at a time points TRITON_CACHE_DIR somewhere
+
+
+def cache_root() -> str:
+    return os.environ.get("TFG_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tensorforge")
+
+
+def device_dir(device_fp: str, root: str | None = None) -> str:
+    """The Triton cache folder for one device fingerprint (readable prefix + hash: fingerprints contain ':')."""
+    safe = "".join(c if c.isalnum() else "_" for c in device_fp)[:40]
+    digest = hashlib.sha256(device_fp.encode()).hexdigest()[:12]
+    return os.path.join(root or cache_root(), "triton", f"{safe}-{digest}")
+
+
+def _sha(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _entries(folder: str) -> dict[str, dict[str, str]]:
+    """entry folder name → {file name → sha256} as found on disk."""
+    out = {}
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        path = os.path.join(folder, name)
+        if os.path.isdir(path):
+            out[name] = {f: _sha(os.path.join(path, f)) for f in sorted(os.listdir(path))
+                         if os.path.isfile(os.path.join(path, f))}
+    return out
+
+
+@dataclass
+class CacheCheck:
+    kept: int = 0
+    removed: dict[str, str] = field(default_factory=dict)     # entry → why
+
+
+def check(folder: str) -> CacheCheck:
+    """Delete every entry of `folder` that does not match the index; returns what was kept and removed."""
+    result = CacheCheck()
+    try:
+        with open(os.path.join(folder, INDEX)) as f:
+            index = json.load(f)
+        if not isinstance(index, dict):
+            raise ValueError("not an object")
+    except FileNotFoundError:
+        index = {}
+    except (ValueError, OSError):
+        index = {}                                   # an unreadable index trusts nothing
+    for name, files in _entries(folder).items():
+        want = index.get(name)
+        why = ("not in the index (written by an interrupted build?)" if want is None else
+               None if want == files else "files changed or missing since they were compiled")
+        if why is None:
+            result.kept += 1
+            continue
+        shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+        result.removed[name] = why
+    return result
+
+
+def write_index(folder: str) -> int:
+    """Record every entry now in `folder` (atomic replace). Returns the number of entries."""
+    entries = _entries(folder)
+    tmp = os.path.join(folder, f".{INDEX}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(entries, f, sort_keys=True)
+    os.replace(tmp, os.path.join(folder, INDEX))
+    return len(entries)
+
+
+@dataclass
+class BuildCache:
+    folder: str
+    checked: CacheCheck
+    before: int = 0
+    compiled: int = 0                 # entries this build added (kernels Triton compiled instead of loading)
+
+
+_MISSING = object()
+
+
+def _set_triton_dir(path, previous=_MISSING):
+    """Set Triton's cache-dir knob (Triton ≥ 3.4; older ones read the environment variable alone) and return
+    the override it had; `path=None` restores `previous` (no override: the environment decides again)."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return _MISSING
+    had = knobs.cache.__dict__.get("dir", _MISSING)
+    if path is not None:
+        knobs.cache.dir = path
+    elif previous is _MISSING:
+        knobs.cache.__dict__.pop("dir", None)
+    else:
+        knobs.cache.dir = previous
+    return had
+
+
+@contextmanager
+def for_build(device_fp: str, root: str | None = None):
+    """Point Triton's cache at this device's checked folder for the duration of a build; yields a BuildCache
+    whose `compiled` (set on exit) counts the kernels the build compiled — 0 for a warm rebuild."""
+    folder = device_dir(device_fp, root)
+    with _LOCK:
+        os.makedirs(folder, exist_ok=True)
+        state = BuildCache(folder, check(folder))
+        state.before = state.checked.kept
+        old = os.environ.get("TRITON_CACHE_DIR")
+        os.environ["TRITON_CACHE_DIR"] = folder
+        had = _set_triton_dir(folder)
+        try:
+            yield state
+        finally:
+            _set_triton_dir(None, had)
+            if old is None:
+                os.environ.pop("TRITON_CACHE_DIR", None)
+            else:
+                os.environ["TRITON_CACHE_DIR"] = old
+            state.compiled = max(0, write_index(folder) - state.before)
+
+
+def precompile(jobs, workers: int | None = None) -> list:
+    """Run compile callables (e.g. `lambda: kernel.warmup(...)` or `triton.compile(...)`) in a thread pool:
+    Triton's compile spends its time in MLIR passes and ptxas, outside Python. Returns each job's result or the
+    exception it raised, in order (a candidate that fails to compile is rejected later, with that reason)."""
+    jobs = list(jobs)
+    workers = workers or min(len(jobs), os.cpu_count() or 1, 16) or 1
+
+    def guarded(job):
+        try:
+            return job()
+        except Exception as e:  # noqa: BLE001 - returned to the caller, who rejects that candidate with its reason
+            return e
+    if workers <= 1 or len(jobs) <= 1:
+        return [guarded(j) for j in jobs]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(guarded, jobs))
+
+
+def _pow2_at_least(v: int) -> int:
+    return 1 << max(0, int(v) - 1).bit_length()
+
+
+def prune_tile_configs(configs: list[dict], m: int, n: int, k: int, elem_bytes: int,
+                       smem_limit: int | None = None) -> tuple[list[dict], dict[str, str]]:
+    """GEMM-like tile configs (keys BM, BN, BK, stages) that can win for an m×n×k problem: a tile larger than the
+    problem's next power of two in a dimension only adds masked work (a smaller config with the same padding
+    exists unless every config is that large), and shared memory stages·(BM·BK + BK·BN)·elem_bytes above the
+    device limit cannot launch. Returns (kept, {config text: why dropped}); never drops every config."""
+    dims = {"BM": _pow2_at_least(m), "BN": _pow2_at_least(n), "BK": _pow2_at_least(k)}
+    kept, dropped = [], {}
+    for cfg in configs:
+        text = ",".join(f"{key}={cfg[key]}" for key in sorted(cfg))
+        big = [key for key, lim in dims.items() if key in cfg and cfg[key] > lim]
+        smem = cfg.get("stages", 1) * (cfg.get("BM", 0) * cfg.get("BK", 0) + cfg.get("BK", 0) * cfg.get("BN", 0)) * elem_bytes
+        if smem_limit is not None and smem > smem_limit:
+            dropped[text] = f"needs {smem} B of shared memory, the device has {smem_limit} B"
+        elif big and any(all(c.get(key, 0) <= dims[key] for key in dims) for c in configs):
+            dropped[text] = f"tile {', '.join(f'{key}={cfg[key]}' for key in big)} exceeds the problem ({m}×{n}×{k})"
+        else:
+            kept.append(cfg)
+    if not kept:
+        return list(configs), {}
+    return kept, dropped

@@ -1,0 +1,146 @@
+"""The persistent Triton kernel cache (kernels/compile_cache.py), with real sm_90 compiles (Triton's NVIDIA
+backend and ptxas run without a GPU, in a subprocess: TRITON_INTERPRET=1 is set for the test session). The
+independent observation is the cache folder itself: how many entries Triton wrote, and the cubin bytes it
+returns. A warm rebuild compiles nothing; a new source, a new config and a new device fingerprint each compile
+once; a corrupt entry is removed and compiled again (without the check Triton returns the corrupt bytes).
+Also: parallel precompile gives the same cubins as serial; config pruning against hand-computed cases."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tensorforge.kernels.compile_cache import check, precompile, prune_tile_configs, write_index
+
+SCRIPT = r'''
+import json, os, sys, time
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from tensorforge.ir import Layer
+from tensorforge.codegen import generate_pointwise
+from tensorforge.kernels.generated import load_module, register_source
+from tensorforge.kernels import compile_cache as cc
+
+root = sys.argv[1]
+TARGET = GPUTarget("cuda", 90, 32)
+
+def kernel(op):
+    steps = [{"op": op, "args": ["in0"], "attrs": {"approximate": "none"} if op == "Gelu" else {}}]
+    layer = Layer("chain", "PointwiseChain", ["x"], ["y"], {"steps": steps, "outputs": ["s0"], "out_dtypes": ["float16"]})
+    return load_module(register_source(generate_pointwise(layer, [torch.float16], 1)))["pointwise_kernel"]
+
+SIG = {"in0": "*fp16", "out0": "*fp16", "n": "i32", "st0_0": "i32"}
+
+def compile_(fn, block, warps=4):
+    consts = {"FULL0": True, "NDIM": 1, "INT64": False, "BLOCK": block}
+    src = ASTSource(fn=fn, signature={**SIG, **{c: "constexpr" for c in consts}}, constexprs=consts)
+    return triton.compile(src, target=TARGET, options={"num_warps": warps})
+
+def build(fp, jobs):
+    with cc.for_build(fp, root) as state:
+        cubins = [compile_(*j).asm["cubin"] for j in jobs]
+    return state, cubins
+
+out = {}
+gelu, relu = kernel("Gelu"), kernel("Relu")
+s, c0 = build("cuda:NVIDIA H200:sm_90", [(gelu, 1024)])
+out["cold"] = s.compiled
+s, c1 = build("cuda:NVIDIA H200:sm_90", [(gelu, 1024)])
+out["warm"], out["warm_same_bytes"] = s.compiled, c1 == c0
+out["new_source"] = build("cuda:NVIDIA H200:sm_90", [(gelu, 1024), (relu, 1024)])[0].compiled
+out["new_config"] = build("cuda:NVIDIA H200:sm_90", [(gelu, 1024), (gelu, 2048)])[0].compiled
+out["new_device"] = build("cuda:NVIDIA H100:sm_90", [(gelu, 1024)])[0].compiled
+folder = cc.device_dir("cuda:NVIDIA H200:sm_90", root)
+cubin = None
+for d in sorted(os.listdir(folder)):
+    for f in os.listdir(os.path.join(folder, d)) if os.path.isdir(os.path.join(folder, d)) else []:
+        if f.endswith(".cubin") and open(os.path.join(folder, d, f), "rb").read() == c0[0]:
+            cubin = os.path.join(folder, d, f)
+with open(cubin, "r+b") as f:
+    f.truncate(100)
+os.environ["TRITON_CACHE_DIR"] = folder          # the control: Triton alone trusts the damaged file
+out["unchecked_returns_corrupt"] = len(compile_(gelu, 1024).asm["cubin"]) == 100
+del os.environ["TRITON_CACHE_DIR"]
+s, c2 = build("cuda:NVIDIA H200:sm_90", [(gelu, 1024)])
+out["corrupt_removed"], out["corrupt_recompiled"], out["corrupt_fixed"] = len(s.checked.removed), s.compiled, c2 == c0
+# parallel precompile (fresh folder): same bytes as the serial compiles above, and the wall times
+jobs = [(gelu, b, w) for b in (512, 1024, 2048, 4096) for w in (4, 8)]
+with cc.for_build("cpu-parallel", root):
+    t0 = time.perf_counter()
+    par = cc.precompile([lambda j=j: compile_(*j).asm["cubin"] for j in jobs], workers=4)
+    out["parallel_s"] = time.perf_counter() - t0
+with cc.for_build("cpu-serial", root):
+    t0 = time.perf_counter()
+    ser = [compile_(*j).asm["cubin"] for j in jobs]
+    out["serial_s"] = time.perf_counter() - t0
+out["parallel_same_bytes"] = par == ser
+out["parallel_compiled"] = len(jobs)
+print("REPORT" + json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend is not installed")
+    root = str(tmp_path_factory.mktemp("tfgcache"))
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TRITON_CACHE_DIR")}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, root], capture_output=True, text=True, env=env, timeout=500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.split("REPORT", 1)[1])
+
+
+def test_warm_rebuild_compiles_nothing(report):
+    assert report["cold"] == 1 and report["warm"] == 0 and report["warm_same_bytes"]
+
+
+def test_new_source_config_and_device_each_compile_once(report):
+    assert report["new_source"] == 1 and report["new_config"] == 1 and report["new_device"] == 1
+
+
+def test_corrupt_entry_is_removed_and_compiled_again(report):
+    assert report["unchecked_returns_corrupt"]          # Triton alone would hand the damaged cubin on
+    assert report["corrupt_removed"] == 1 and report["corrupt_recompiled"] == 1 and report["corrupt_fixed"]
+
+
+def test_parallel_precompile_matches_serial(report):
+    assert report["parallel_same_bytes"]
+    print(f"8 configs: parallel {report['parallel_s']:.2f} s, serial {report['serial_s']:.2f} s")
+
+
+def test_check_drops_unindexed_and_changed_entries(tmp_path):
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "k.cubin").write_bytes(name.encode() * 10)
+    assert write_index(str(tmp_path)) == 3
+    (tmp_path / "b" / "k.cubin").write_bytes(b"xx")        # changed after it was indexed
+    (tmp_path / "d").mkdir()                                # written by a build that never finished
+    (tmp_path / "d" / "k.cubin").write_bytes(b"d")
+    res = check(str(tmp_path))
+    assert res.kept == 2 and sorted(res.removed) == ["b", "d"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["a", "c"]
+    (tmp_path / "index.json").write_text("{not json")        # an unreadable index trusts nothing
+    assert check(str(tmp_path)).kept == 0 and not (tmp_path / "a").exists()
+
+
+def test_precompile_returns_exceptions_in_order():
+    res = precompile([lambda: 1, lambda: 1 / 0, lambda: 3], workers=2)
+    assert res[0] == 1 and isinstance(res[1], ZeroDivisionError) and res[2] == 3
+
+
+def test_prune_tile_configs_hand_cases():
+    cfgs = [{"BM": 16, "BN": 64, "BK": 32, "stages": 3}, {"BM": 128, "BN": 128, "BK": 64, "stages": 4},
+            {"BM": 64, "BN": 256, "BK": 64, "stages": 5}]
+    # m = 8: every BM exceeds 8, so no config is dropped for size (no smaller one exists)
+    kept, dropped = prune_tile_configs(cfgs, 8, 1024, 1024, 2)
+    assert kept == cfgs and dropped == {}
+    kept, dropped = prune_tile_configs(cfgs, 16, 1024, 1024, 2)
+    assert kept == cfgs[:1] and len(dropped) == 2 and all("exceeds" in w for w in dropped.values())
+    # m = 16: BM 128 and 64 only pad rows while BM 16 fits exactly → both dropped
+    # shared memory, fp16: 4·(128·64 + 64·128)·2 = 131072 B and 5·(64·64 + 64·256)·2 = 204800 B ≤ 232448 (sm_90)
+    kept, dropped = prune_tile_configs(cfgs, 4096, 4096, 4096, 2, smem_limit=232448)
+    assert kept == cfgs and dropped == {}
+    kept, dropped = prune_tile_configs(cfgs, 4096, 4096, 4096, 4, smem_limit=232448)   # fp32: 262144, 409600 B
+    assert kept == cfgs[:1] and len(dropped) == 2 and all("shared memory" in w for w in dropped.values())
