@@ -65,3 +65,20 @@ def test_quantize_dynamic_matmul(tmp_path):
     onnx.save(m, src)
     quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QInt8)
     check_against_ort(onnx.load(dst), {"x": RNG.normal(size=(4, 16)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("symmetric,block,k", [(False, 32, 64), (True, 16, 48), (False, 32, 40)])
+def test_matmul_nbits_from_onnxruntime_quantizer(symmetric, block, k):
+    """onnxruntime's MatMulNBitsQuantizer turns a MatMul into com.microsoft MatMulNBits (4-bit blocks)."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    w = numpy_helper.from_array(RNG.normal(size=(k, 24)).astype(np.float32), "W")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "mm",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5, 24])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    q = MatMulNBitsQuantizer(m, block_size=block, is_symmetric=symmetric)
+    q.process()
+    model = q.model.model
+    assert [n.op_type for n in model.graph.node] == ["MatMulNBits"]
+    check_against_ort(model, {"x": RNG.normal(size=(3, 5, k)).astype(np.float32)})

@@ -12,6 +12,7 @@ for any exporter); new math → ir/ops/contrib.py.
                                     a (B, S) 0/1 mask as a boolean key mask, unidirectional → is_causal; past/present,
                                     attention_bias and 1-D/3-D mask_index are refused
     RotaryEmbedding(x, position_ids (B, S), cos, sin)  → the ONNX RotaryEmbedding op (same rotation)
+    MatMulNBits(A, B, scales, zp?, g_idx?, bias?)  its own IR op (ir/ops/contrib.py); g_idx (act order) refused
     QLinearAdd/Mul/Sigmoid/GlobalAveragePool/Concat  DequantizeLinear → the float op → QuantizeLinear (the Q/DQ
                                     passes then fuse or keep them, as for QDQ-format models)
     MatMulIntegerToFloat            its own IR op (ir/ops/contrib.py)
@@ -33,7 +34,6 @@ NOT_SUPPORTED = {
                                "yet (not emitted for the test exports)",
     "DynamicQuantizeLSTM": "int8 LSTM whose input and hidden state onnxruntime re-quantizes every step; matching its "
                            "rounding needs its kernel's exact order; not done yet",
-    "MatMulNBits": "4-bit block-quantized weights (blob layout, g_idx, zero-point packing); not done yet",
     "QGemm": "quantized Gemm with optional output quantization (quantize_static on Gemm models); not done yet",
     "QLinearLeakyRelu / QLinearSoftmax / QLinearAveragePool / QLinearWhere": "other QOperator-format ops; not done yet",
     "FusedConv": "Conv + activation fused by onnxruntime at session time (rarely in files); not done yet",
@@ -232,3 +232,17 @@ def import_qlinear_concat(ctx, node, inputs):
     ys, yz, rest = inputs[0], inputs[1], inputs[2:]
     parts = [_dq(ctx, rest[i], rest[i + 1], rest[i + 2]) for i in range(0, len(rest), 3)]
     return [_q(ctx, ctx.add1("Concat", parts, {"axis": int(node.attrs["axis"])}), ys, yz)]
+
+
+@importer("MatMulNBits", versions=(1,), domain=MS)
+def import_matmul_nbits(ctx, node, inputs):
+    """A · dequantize(B)ᵀ (+ bias): 2/4/8-bit block-quantized weights (own IR op); g_idx refused."""
+    a = node.attrs
+    if _present(inputs, 4):
+        _refuse(node, "MatMulNBits with g_idx (act-order) is not supported", "quantize without act-order")
+    bits = int(a.get("bits", 4))
+    if bits not in (2, 4, 8):
+        _refuse(node, f"MatMulNBits with bits={bits}", "2, 4 and 8 bits are supported")
+    # accuracy_level only picks onnxruntime's compute type for A (int8/fp16 on some CPUs); ignored: float math here
+    attrs = {"K": int(a["K"]), "N": int(a["N"]), "bits": bits, "block_size": int(a["block_size"])}
+    return [ctx.add1("MatMulNBits", list(inputs), attrs)]
