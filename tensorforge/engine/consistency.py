@@ -288,7 +288,10 @@ def check_inference(engine) -> None:
     still compared, their shapes are not."""
     opt = {k: v[1] for k, v in engine.profiles[0].items()} if engine.profiles else {}
     env, certain = {}, set()
+    unknown_dtype = set()       # stand-ins for tensors declared without a dtype: what they feed has no dtype to check
     for t in engine.inputs:
+        if t.dtype is None:
+            unknown_dtype.add(t.name)
         if t.name in opt and t.dtype is not None:
             env[t.name] = torch.empty(opt[t.name], dtype=t.dtype, device="meta")
             certain.add(t.name)
@@ -301,6 +304,7 @@ def check_inference(engine) -> None:
     for i, layer in enumerate(engine.layers):
         declared = [engine.tensors.get(o) for o in layer.outputs]
         sure = all(not n or n in certain for n in layer.inputs)
+        dtype_sure = not any(n in unknown_dtype for n in layer.inputs if n)
         outs = None
         if layer.op not in _OPAQUE and has_spec(layer.op):
             ins = [env.get(n) if n else None for n in layer.inputs]
@@ -321,7 +325,7 @@ def check_inference(engine) -> None:
             info = declared[k]
             out = outs[k] if outs is not None and k < len(outs) else None
             ph = dynamic.placeholder_info(out) if isinstance(out, torch.Tensor) else None
-            if isinstance(out, torch.Tensor) and info is not None and info.dtype is not None and \
+            if isinstance(out, torch.Tensor) and info is not None and info.dtype is not None and dtype_sure and \
                     (ph is None or ph.dtype_known) and out.dtype != info.dtype:
                 raise SchemaViolation(f"layers[{i}].outputs[{k}]", f"{name!r} is declared {info.describe()} but "
                                       f"{layer.op} yields {str(out.dtype).replace('torch.', '')}")
@@ -337,3 +341,5 @@ def check_inference(engine) -> None:
                 certain.add(name)
             else:
                 env[name] = _stand_in(info) if info is not None else None
+                if info is None or info.dtype is None:
+                    unknown_dtype.add(name)
