@@ -23,6 +23,7 @@ import torch
 from ..ir import Layer, Network
 from ..ir.interpret import propagate, run_reference
 from ..kernels import candidates
+from ..kernels.compile_cache import for_build as kernel_cache
 from ..util.device import fingerprint
 from ..util.errors import BuildError
 from ..util.log import get_logger
@@ -199,7 +200,10 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
     walk = _LayoutWalk(net, opt_point, device, opt_env) if timing else None
     if progress is not None and hasattr(progress, "begin"):
         progress.begin(len(net.layers))               # a progress bar / IProgressMonitor learns the step count
-    with tf32_mode(config.tf32) if device.type == "cuda" else _nothing():
+    # CUDA builds compile Triton kernels into the checked per-device cache (kernels/compile_cache.py): a second
+    # build of any model loads them instead of compiling
+    with tf32_mode(config.tf32) if device.type == "cuda" else _nothing(), \
+            kernel_cache(fingerprint(device)) if device.type == "cuda" else _nothing() as kcache:
         for layer in net.layers:
             found, reasons = candidates(layer, device)
             if not found:
@@ -223,7 +227,8 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
     report.seconds = time.perf_counter() - t0
     if timing:
         log.info(f"tactics: {report.timed_layers} layers timed ({report.measurements} measurements), "
-                 f"{report.cache_hits} from the timing cache, {report.untimed_layers} untimed, {report.seconds:.2f} s")
+                 f"{report.cache_hits} from the timing cache, {report.untimed_layers} untimed, {report.seconds:.2f} s"
+                 + (f", {kcache.compiled} Triton kernels compiled ({kcache.checked.kept} cached)" if kcache else ""))
     return report
 
 

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 INDEX = "index.json"
-_LOCK = threading.Lock()          # one build at a time points TRITON_CACHE_DIR somewhere
+_LOCK = threading.RLock()         # one build (thread) at a time points TRITON_CACHE_DIR somewhere
 
 
 def cache_root() -> str:
