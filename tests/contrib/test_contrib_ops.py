@@ -136,3 +136,28 @@ def test_rotary_embedding(interleaved):
                    [("x", F, [b, s, heads * d]), ("pos", TensorProto.INT64, [b, s])], [("y", F)], inits)
     pos = np.stack([np.arange(s), np.arange(3, 3 + s)]).astype(np.int64)
     check_against_ort(model, {"x": _f(b, s, heads * d), "pos": pos})
+
+
+@pytest.mark.parametrize("segments,position_ids,outputs", [(True, False, 2), (False, True, 2), (True, True, 3)])
+def test_embed_layer_normalization(segments, position_ids, outputs):
+    b, s, h, vocab = 2, 7, 16, 30
+    i32 = TensorProto.INT32
+    inits = [("word", _f(vocab, h)), ("pos", _f(20, h)), ("seg", _f(2, h)), ("gamma", _f(h)), ("beta", _f(h))]
+    ins = ["ids", "segs" if segments else "", "word", "pos", "seg" if segments else "", "gamma", "beta", "mask",
+           "pids" if position_ids else ""]
+    while not ins[-1]:
+        ins.pop()
+    inputs = [("ids", i32, [b, s]), ("mask", i32, [b, s])] + ([("segs", i32, [b, s])] if segments else []) + \
+        ([("pids", i32, [b, s])] if position_ids else [])
+    out_names = ["y", "mask_index", "emb_sum"][:outputs]
+    out_types = [F, i32, F][:outputs]
+    inits = [(k, v) for k, v in inits if k in ins]
+    model = _model(_ms("EmbedLayerNormalization", ins, out_names, epsilon=1e-5), inputs, list(zip(out_names, out_types)),
+                   inits)
+    feeds = {"ids": RNG.integers(0, vocab, (b, s)).astype(np.int32),
+             "mask": np.array([[1] * s, [1] * 4 + [0] * (s - 4)], np.int32)}
+    if segments:
+        feeds["segs"] = RNG.integers(0, 2, (b, s)).astype(np.int32)
+    if position_ids:
+        feeds["pids"] = np.stack([np.arange(s), np.arange(2, 2 + s)]).astype(np.int32)
+    check_against_ort(model, feeds)

@@ -12,6 +12,8 @@ for any exporter); new math → ir/ops/contrib.py.
                                     a (B, S) 0/1 mask as a boolean key mask, unidirectional → is_causal; past/present,
                                     attention_bias and 1-D/3-D mask_index are refused
     RotaryEmbedding(x, position_ids (B, S), cos, sin)  → the ONNX RotaryEmbedding op (same rotation)
+    EmbedLayerNormalization  Gather(word, ids) + Gather(position, position_ids or 0..S−1) (+ Gather(segment, seg))
+                                    → LayerNormalization; mask_index = Σ mask per row (int32); embedding_sum output
     MatMulNBits(A, B, scales, zp?, g_idx?, bias?)  its own IR op (ir/ops/contrib.py); g_idx (act order) refused
     QLinearAdd/Mul/Sigmoid/GlobalAveragePool/Concat  DequantizeLinear → the float op → QuantizeLinear (the Q/DQ
                                     passes then fuse or keep them, as for QDQ-format models)
@@ -30,8 +32,6 @@ MS = "com.microsoft"
 NOT_SUPPORTED = {
     "MultiHeadAttention": "the same family as Attention (separate or packed Q/K/V, cache, bias); not done yet",
     "GroupQueryAttention": "KV-cache decoding op (past/present buffers, seqlens_k, rotary inside); not done yet",
-    "EmbedLayerNormalization": "word + position + segment embeddings + LayerNorm with a mask-index output; not done "
-                               "yet (not emitted for the test exports)",
     "DynamicQuantizeLSTM": "int8 LSTM whose input and hidden state onnxruntime re-quantizes every step; matching its "
                            "rounding needs its kernel's exact order; not done yet",
     "QGemm": "quantized Gemm with optional output quantization (quantize_static on Gemm models); not done yet",
@@ -246,3 +246,29 @@ def import_matmul_nbits(ctx, node, inputs):
     # accuracy_level only picks onnxruntime's compute type for A (int8/fp16 on some CPUs); ignored: float math here
     attrs = {"K": int(a["K"]), "N": int(a["N"]), "bits": bits, "block_size": int(a["block_size"])}
     return [ctx.add1("MatMulNBits", list(inputs), attrs)]
+
+
+@importer("EmbedLayerNormalization", versions=(1,), domain=MS)
+def import_embed_layer_norm(ctx, node, inputs):
+    """word + position (+ segment) embeddings → LayerNormalization; mask_index = row sums of the mask."""
+    ins = list(inputs) + [""] * (9 - len(inputs))
+    ids, seg, word, pos_table, seg_table, gamma, beta, mask, pos_ids = ins[:9]
+    emb = ctx.add1("Gather", [word, ids], {"axis": 0})
+    if not pos_ids:
+        length = ctx.add1("Squeeze", [ctx.add1("Shape", [ids], {"start": 1, "end": 2}),
+                                      ctx.const(torch.tensor([0], dtype=torch.int64))])
+        pos_ids = ctx.add1("Range", [ctx.const(torch.tensor(0, dtype=torch.int64)), length,
+                                     ctx.const(torch.tensor(1, dtype=torch.int64))], {"stash_type": 1})
+    emb = ctx.add1("Add", [emb, ctx.add1("Gather", [pos_table, pos_ids], {"axis": 0})])
+    if seg and seg_table:
+        emb = ctx.add1("Add", [emb, ctx.add1("Gather", [seg_table, seg], {"axis": 0})])
+    attrs = {"axis": -1, "epsilon": float(node.attrs.get("epsilon", 1e-12)), "stash_type": 1}
+    y = ctx.add("LayerNormalization", [emb, gamma] + ([beta] if beta else []), attrs, num_outputs=1)[0]
+    outs = list(node.outputs) + ["", ""]
+    mask_index = ""
+    if outs[1]:
+        if not mask:
+            _refuse(node, "mask_index output without a mask input", "pass the attention mask")
+        summed = ctx.add1("ReduceSum", [mask, ctx.const(torch.tensor([1], dtype=torch.int64))], {"keepdims": 0})
+        mask_index = ctx.add1("Cast", [summed], {"to": "int32"})
+    return [y, mask_index, emb if outs[2] else ""][:max(1, len(node.outputs))]
