@@ -2,7 +2,8 @@
 
 Entry points: `for_build(device_fp)` (context manager: Triton's cache directory points at
 ~/.cache/tensorforge/triton/<device>/ for the build, every entry checked first), `precompile(jobs, workers)`
-(compile callables in a thread pool before timing), `prune_tile_configs(configs, m, n, k, ...)`.
+(compile callables in a thread pool), `CompilePool` (the Triton kernels a candidate will launch, found by one
+dry call and compiled in worker processes into the same folder), `prune_tile_configs(configs, m, n, k, ...)`.
 
 Keys: Triton already names each cache entry by a hash of the kernel's source (and the source of every jitted
 function it calls), its constexprs and specialisation (the config: BLOCK, tile sizes), num_warps/num_stages,
@@ -100,6 +101,7 @@ class BuildCache:
     checked: CacheCheck
     before: int = 0
     compiled: int = 0                 # entries this build added (kernels Triton compiled instead of loading)
+    pool: "CompilePool | None" = None  # worker processes (TFG_COMPILE_WORKERS > 0), else None
 
 
 _MISSING = object()
@@ -122,10 +124,19 @@ def _set_triton_dir(path, previous=_MISSING):
     return had
 
 
+def workers_from_env() -> int:
+    """TFG_COMPILE_WORKERS: worker processes for ahead-of-time Triton compiles (0, the default: none)."""
+    raw = os.environ.get("TFG_COMPILE_WORKERS", "0").strip() or "0"
+    if not raw.isdigit():
+        raise ValueError(f"TFG_COMPILE_WORKERS={raw!r} is not a number of worker processes; use 0 to turn them off")
+    return int(raw)
+
+
 @contextmanager
-def for_build(device_fp: str, root: str | None = None):
+def for_build(device_fp: str, root: str | None = None, workers: int = 0):
     """Point Triton's cache at this device's checked folder for the duration of a build; yields a BuildCache
-    whose `compiled` (set on exit) counts the kernels the build compiled — 0 for a warm rebuild."""
+    whose `compiled` (set on exit) counts the kernels the build compiled — 0 for a warm rebuild — and whose
+    `pool` compiles candidates in `workers` processes (none when 0)."""
     folder = device_dir(device_fp, root)
     with _LOCK:
         os.makedirs(folder, exist_ok=True)
@@ -134,9 +145,12 @@ def for_build(device_fp: str, root: str | None = None):
         old = os.environ.get("TRITON_CACHE_DIR")
         os.environ["TRITON_CACHE_DIR"] = folder
         had = _set_triton_dir(folder)
+        state.pool = CompilePool(workers, folder) if workers > 0 else None
         try:
             yield state
         finally:
+            if state.pool is not None:
+                state.pool.close()
             _set_triton_dir(None, had)
             if old is None:
                 os.environ.pop("TRITON_CACHE_DIR", None)
@@ -161,6 +175,113 @@ def precompile(jobs, workers: int | None = None) -> list:
         return [guarded(j) for j in jobs]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(guarded, jobs))
+
+
+def _generated_text(module: str) -> str | None:
+    """The source of a generated kernel module (kernels/generated.py names them tensorforge_kernel_<hash16>)."""
+    if not module.startswith("tensorforge_kernel_"):
+        return None
+    from . import generated
+    prefix = module[len("tensorforge_kernel_"):]
+    for key, text in list(generated._SOURCES.items()):
+        if key.startswith(prefix):
+            return text
+    return None
+
+
+def discover(run) -> list[tuple]:
+    """The Triton compiles `run()` would start, as jobs for `compile_job`, without compiling or launching them:
+    Triton's jit_cache_hook sees each in-memory cache miss first and, answering True, skips it (the launch
+    returns None; outputs of such a dry call are garbage and discarded). Errors of the dry call end discovery."""
+    from triton import knobs
+    jobs: list[tuple] = []
+
+    def hook(*, key, repr, fn, compile, is_manual_warmup, already_compiled, **_):
+        jobs.append((fn.module, fn.name, _generated_text(fn.module), compile["specialization_data"]))
+        return True
+    old = knobs.runtime.jit_cache_hook
+    knobs.runtime.jit_cache_hook = hook
+    try:
+        run()
+    except Exception:  # noqa: BLE001 - a dry call may fail on skipped launches; the jobs found so far still count
+        pass
+    finally:
+        knobs.runtime.jit_cache_hook = old
+    return jobs
+
+
+def _decode_constant(value):
+    import triton.language as tl
+    if isinstance(value, str) and tl.dtype.is_dtype(value):
+        return tl.dtype(value)
+    if isinstance(value, dict) and "constexpr" in value:
+        v = value["constexpr"]
+        return tl.constexpr(tuple(v) if isinstance(v, list) else v)
+    if isinstance(value, dict):
+        raise ValueError(f"constant {value} cannot be compiled ahead of time")
+    return tuple(value) if isinstance(value, list) else value
+
+
+def compile_job(job: tuple) -> str:
+    """Compile one discovered kernel into TRITON_CACHE_DIR (in a worker: no GPU needed, the target is explicit).
+    Returns the kernel's name. The same source, specialisation, options and target give the entry key the
+    launching process computes, so its first launch loads the file instead of compiling."""
+    import importlib
+    import json as _json
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    module, name, text, spec = job
+    if text is not None:
+        from . import generated
+        namespace = generated.load_module(generated.register_source(text))
+    else:
+        namespace = vars(importlib.import_module(module))
+    fn = namespace[name]
+    data = _json.loads(spec)
+    constexprs = {tuple(k): _decode_constant(v) for k, v in zip(data["constant_keys"], data["constant_vals"])}
+    attrs = {tuple(k): v for k, v in zip(data["attrs_keys"], data["attrs_vals"])}
+    signature = {k: tuple(v) if isinstance(v, list) else v for k, v in data["signature"].items()}
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in data["options"].items()}
+    triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget(**data["target"]), options=options)
+    return name
+
+
+def _init_worker(folder: str) -> None:
+    os.environ["TRITON_CACHE_DIR"] = folder
+    os.environ.pop("TRITON_INTERPRET", None)
+
+
+class CompilePool:
+    """Worker processes (spawned: the parent holds a CUDA context) that compile discovered jobs into `folder`."""
+
+    def __init__(self, workers: int, folder: str):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        self.workers = workers
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_init_worker, initargs=(folder,))
+        self.jobs = 0
+        self.failed: dict[str, str] = {}
+
+    def compile_all(self, jobs: list[tuple]) -> int:
+        """Compile `jobs` (duplicates once) in the workers, waiting for all; returns how many succeeded. A job
+        that fails is kept in `failed` with its reason: the launch compiles that kernel itself (and fails the
+        candidate with Triton's own error if it must)."""
+        unique = list({(j[0], j[1], j[3]): j for j in jobs}.values())
+        futures = [self._pool.submit(compile_job, j) for j in unique]
+        ok = 0
+        for job, fut in zip(unique, futures):
+            try:
+                fut.result()
+                ok += 1
+            except Exception as e:  # noqa: BLE001 - reported in `failed`; the in-process compile is the fallback path
+                self.failed[job[1]] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+        self.jobs += ok
+        return ok
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _pow2_at_least(v: int) -> int:

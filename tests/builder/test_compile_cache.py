@@ -78,6 +78,28 @@ with cc.for_build("cpu-serial", root):
     out["serial_s"] = time.perf_counter() - t0
 out["parallel_same_bytes"] = par == ser
 out["parallel_compiled"] = len(jobs)
+# worker processes: a job as Triton's jit_cache_hook describes it, compiled in a spawned worker; the parent's own
+# compile of the same kernel then loads the worker's entry (no new entry, same bytes)
+from triton.runtime.jit import serialize_specialization_data
+from triton.backends.nvidia.compiler import CUDABackend
+consts = {(4,): True, (5,): 1, (6,): False, (7,): 512}
+sig = {**SIG, "FULL0": "constexpr", "NDIM": "constexpr", "INT64": "constexpr", "BLOCK": "constexpr"}
+opts = CUDABackend(TARGET).parse_options({"num_warps": 2})
+spec = serialize_specialization_data("pointwise_kernel", sig, consts, {}, opts, "k", TARGET)
+gen_text = [t for k, t in __import__("tensorforge.kernels.generated", fromlist=["_SOURCES"])._SOURCES.items()
+            if "def gelu_erf_lo" in t][0]
+job = ("tensorforge_kernel_x", "pointwise_kernel", gen_text, spec)
+with cc.for_build("cuda:workers", root, workers=2) as st:
+    out["worker_ok"] = st.pool.compile_all([job, job])          # the duplicate is compiled once
+    n_after_worker = len(cc._entries(st.folder))
+    src = ASTSource(fn=gelu, signature=sig, constexprs=consts)
+    k = triton.compile(src, target=TARGET, options={"num_warps": 2})
+    out["parent_new_entries"] = len(cc._entries(st.folder)) - n_after_worker
+    out["worker_entries"] = n_after_worker
+bad = (job[0], job[1], job[2], spec.replace('"num_warps": 2', '"num_warps": 3'))   # not a power of two
+with cc.for_build("cuda:workers-bad", root, workers=1) as st:
+    out["bad_ok"] = st.pool.compile_all([bad])
+    out["bad_failed"] = list(st.pool.failed.values())
 print("REPORT" + json.dumps(out))
 '''
 
@@ -108,6 +130,12 @@ def test_corrupt_entry_is_removed_and_compiled_again(report):
 def test_parallel_precompile_matches_serial(report):
     assert report["parallel_same_bytes"]
     print(f"8 configs: parallel {report['parallel_s']:.2f} s, serial {report['serial_s']:.2f} s")
+
+
+def test_worker_processes_fill_the_cache_the_parent_loads(report):
+    assert report["worker_ok"] == 1 and report["worker_entries"] == 1
+    assert report["parent_new_entries"] == 0            # the launching process found the worker's entry
+    assert report["bad_ok"] == 0 and len(report["bad_failed"]) == 1
 
 
 def test_check_drops_unindexed_and_changed_entries(tmp_path):
