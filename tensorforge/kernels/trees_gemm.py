@@ -20,6 +20,7 @@ from .registry import tactic
 from .trees_common import Compiled, with_defaults
 
 MAX_CELLS = 1 << 16
+SMALL_CPU_BATCH = 64
 
 
 def _trees(a: dict):
@@ -107,6 +108,15 @@ class TreeGemm:
     @staticmethod
     def supports(layer, device):
         return _reason(layer)
+
+    @staticmethod
+    def fits(layer, cfg, inputs):
+        """On the CPU a handful of rows is cheaper to traverse (bench/trees.py: RF batch 1, 4 ms vs 40 ms)."""
+        x = inputs[0] if inputs else None
+        # CPU builds judge meta tensors of the opt-point shapes; CUDA builds time real ones (and keep gemm in the race)
+        if x is not None and x.device.type != "cuda" and x.dim() and x.shape[0] < SMALL_CPU_BATCH:
+            return f"{x.shape[0]} rows at the opt point (< {SMALL_CPU_BATCH}): the traversals are cheaper on the CPU"
+        return None
 
     @staticmethod
     def build(layer, cfg, device):
