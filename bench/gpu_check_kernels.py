@@ -4,7 +4,7 @@ kernels (codegen/ → kernels/triton_pointwise.py) at real model sizes, against 
 Every kernel is reached the way an engine reaches it: a Layer, the registered tactic of that name, its config
 list, `tactic.build(layer, cfg, device)(inputs)` — so the launch glue is checked with the kernel. On CUDA the
 tactic must also accept the layer (`supports() is None`). Generated kernels go through codegen: source text,
-`register_sources`, then the `triton_generated` tactic. fp16 results are held against the reference run on the
+`register_source`, then the `triton_generated` tactic. fp16 results are held against the reference run on the
 same values widened to fp32. A missing module or tactic (work in progress elsewhere) is a failing row.
 """
 
@@ -117,6 +117,7 @@ MODULES = ["tensorforge.kernels.triton_layernorm", "tensorforge.kernels.triton_s
 
 def find_tactic(op: str, name: str):
     from tensorforge.kernels import registry
+    registry._load_optional()                          # Triton tactic modules load on first need
     for t in registry._TACTICS.get(op, []):           # every registered tactic, CPU-only builds included
         if t.name == name:
             return t
@@ -127,11 +128,9 @@ def find_tactic(op: str, name: str):
 def _prepare_chain(layer, inputs):
     """Codegen: the chain's source, registered by hash as the builder does; the layer names it."""
     from tensorforge.codegen import generate_pointwise
-    from tensorforge.kernels.generated import register_sources, source_hash
+    from tensorforge.kernels.generated import register_source
     src = generate_pointwise(layer, [t.dtype for t in inputs], inputs[0].dim())
-    key = source_hash(src)
-    register_sources({key: src})
-    layer.attrs["kernel"] = key
+    layer.attrs["kernel"] = register_source(src)      # text generated here, in this process (engines hold none)
 
 
 def _body(ctx, name, make, dname, tol):
