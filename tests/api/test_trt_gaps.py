@@ -71,3 +71,30 @@ def test_dims_positional_and_fixed_rank():
 
 def test_platform_has_fast_fp16_is_false_on_the_cpu():
     assert trt.Builder(LOGGER, device="cpu").platform_has_fast_fp16 is False
+
+
+def test_error_on_timing_cache_miss_flag_through_the_api():
+    """BuilderFlag.ERROR_ON_TIMING_CACHE_MISS fails a CPU build with a cold cache, passes with a warm one."""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+    from oracle import single_node_model
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32), "w")
+    data = single_node_model("Gemm", [("x", TensorProto.FLOAT, [2, 16])], [("y", TensorProto.FLOAT, None)],
+                             initializers=[w], node_inputs=["x", "w"], transB=1)
+    builder = trt.Builder(LOGGER, device="cpu")
+
+    def build(cache, strict):
+        network = builder.create_network(0)
+        assert trt.OnnxParser(network, LOGGER).parse(data)
+        config = builder.create_builder_config()
+        config.set_timing_cache(cache, False)
+        if strict:
+            config.set_flag(trt.BuilderFlag.ERROR_ON_TIMING_CACHE_MISS)
+        return builder.build_serialized_network(network, config)
+
+    config = builder.create_builder_config()
+    cache = config.create_timing_cache(b"")
+    with pytest.raises(Exception, match="not in the timing cache"):
+        build(cache, True)
+    assert build(cache, False) and len(cache.cache) >= 1          # the CPU build timed the Gemm into the cache
+    assert build(cache, True)

@@ -46,7 +46,6 @@ _NO_EFFECT = {
     BuilderFlag.VERSION_COMPATIBLE: "engine files are data; any tensorforge of the same format version loads them",
     BuilderFlag.EXCLUDE_LEAN_RUNTIME: "there is no separate lean runtime",
     BuilderFlag.DISABLE_COMPILATION_CACHE: "compiled kernels are cached by their source hash only",
-    BuilderFlag.ERROR_ON_TIMING_CACHE_MISS: "a timing-cache miss always re-times the layer",
 }
 
 
@@ -154,10 +153,21 @@ class IBuilderConfig(TrtObject):
         c.fp16, c.bf16 = self.get_flag(BuilderFlag.FP16), self.get_flag(BuilderFlag.BF16)
         c.tf32 = self.get_flag(BuilderFlag.TF32)
         c.use_timing_cache = not self.get_flag(BuilderFlag.DISABLE_TIMING_CACHE)
+        c.error_on_timing_cache_miss = self.get_flag(BuilderFlag.ERROR_ON_TIMING_CACHE_MISS)
         c.int8, c.fp8 = self.get_flag(BuilderFlag.INT8), self.get_flag(BuilderFlag.FP8)
         c.sparsity = "enable" if self.get_flag(BuilderFlag.SPARSE_WEIGHTS) else "disable"
         c.precision_constraints = ("obey" if self.get_flag(BuilderFlag.OBEY_PRECISION_CONSTRAINTS) else
                                    "prefer" if self.get_flag(BuilderFlag.PREFER_PRECISION_CONSTRAINTS) else "none")
+
+    # ---- tactic sources: TensorRT's libraries; tensorforge's tactics are its own (torch, Triton, oneDNN) ---------
+    def set_tactic_sources(self, tactic_sources: int) -> bool:
+        """Accepted and kept (get_tactic_sources returns it); it changes nothing: every candidate is timed."""
+        self._tactic_sources = int(tactic_sources)
+        get_logger().info("set_tactic_sources has no effect: tensorforge's tactics are not TensorRT's libraries")
+        return True
+
+    def get_tactic_sources(self) -> int:
+        return getattr(self, "_tactic_sources", 0)
 
     # ---- calibration -----------------------------------------------------------------------------
     def set_calibration_profile(self, profile: OptimizationProfile) -> bool:
@@ -250,6 +260,10 @@ class Builder(TrtObject):
 
     @property
     def platform_has_tf32(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def platform_has_fast_int8(self) -> bool:
         return self.device.type == "cuda"
 
     def is_network_supported(self, network: NetworkDefinition, config: IBuilderConfig) -> bool:
