@@ -1,7 +1,9 @@
 """GPU smoke (issue 15.3): the persistent Triton kernel cache across processes. Builds a small 2-layer MLP-with-
 LayerNorm-and-GELU model and the seed GELU case (fp16) on CUDA in a fresh process twice with one TFG_CACHE_DIR:
 the second build must add no cache entry (no Triton compile) and be faster; a third after corrupting one cubin
-must rebuild it and still run correctly. Prints PASS/FAIL lines and the cold/warm build seconds.
+must rebuild it and still run correctly; then a cold build with TFG_COMPILE_WORKERS=8 (a fresh folder: Triton
+kernels found by a dry call and compiled in 8 worker processes) must give the same result and report its time
+beside the serial cold build. Prints PASS/FAIL lines and the cold/warm/parallel build seconds.
 
     PYTHONPATH=. python3 bench/gpu_smoke/compile_cache.py
 """
@@ -56,7 +58,7 @@ def entries(root):
 
 def main():
     root = tempfile.mkdtemp(prefix="tfgcache")
-    env = {**os.environ, "TFG_CACHE_DIR": root, "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, "TFG_CACHE_DIR": root, "PYTHONPATH": os.getcwd(), "TFG_COMPILE_WORKERS": "0"}
     fails = 0
 
     def check(name, ok, info):
@@ -79,6 +81,11 @@ def main():
     intact = all(os.path.getsize(f) > 64 for f in entries(root))
     check("corrupt_entry_rebuilt", again is not None and err3 < 5e-2 and intact,
           f"build {again} s, max err {err3}, every cubin intact: {intact}")
+    par_root = tempfile.mkdtemp(prefix="tfgcache-par")
+    par, err4, info = child({**env, "TFG_CACHE_DIR": par_root, "TFG_COMPILE_WORKERS": "8"})
+    check("parallel_cold_build", par is not None and err4 < 5e-2 and len(entries(par_root)) > 0,
+          f"8 workers {par} s vs serial cold {cold:.2f} s, max err {err4}, {len(entries(par_root))} cubins"
+          + ("" if par is not None else f" {info}"))
     sys.exit(1 if fails else 0)
 
 

@@ -23,6 +23,7 @@ import torch
 from ..ir import Layer, Network
 from ..ir.interpret import propagate, run_reference
 from ..kernels import candidates
+from ..kernels.compile_cache import active_pool, discover, workers_from_env
 from ..kernels.compile_cache import for_build as kernel_cache
 from ..util.device import fingerprint
 from ..util.errors import BuildError
@@ -203,7 +204,8 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
     # CUDA builds compile Triton kernels into the checked per-device cache (kernels/compile_cache.py): a second
     # build of any model loads them instead of compiling
     with tf32_mode(config.tf32) if device.type == "cuda" else _nothing(), \
-            kernel_cache(fingerprint(device)) if device.type == "cuda" else _nothing() as kcache:
+            kernel_cache(fingerprint(device), workers=workers_from_env() if timing else 0) \
+            if device.type == "cuda" else _nothing() as kcache:
         for layer in net.layers:
             found, reasons = candidates(layer, device)
             if not found:
@@ -219,6 +221,8 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
                 if walk is not None:
                     walk.untimed(layer)
             else:
+                if progress is not None and hasattr(progress, "timing"):
+                    progress.timing(layer, len(found))       # the bar names the layer being timed
                 _choose_timed(layer, found, walk, timer, cache, dev_key, config, report)
             if progress is not None:
                 progress(layer)
@@ -269,6 +273,8 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
                          "build once without --errorOnTimingCacheMiss to fill the cache, or drop the flag")
     inputs = walk.materialize(layer)
     expected = _reference_outputs(layer, inputs)
+    pool = active_pool()                  # worker processes of this build (TFG_COMPILE_WORKERS), else None
+    built = _precompile(layer, found, inputs, walk.device, pool) if pool is not None else {}
     times, rejected, strides = {}, {}, {}
     for tac, cfg in found:
         tid = tac.id(cfg)
@@ -277,7 +283,7 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
             rejected[tid] = unfit
             continue
         try:
-            kernel = tac.build(layer, cfg, walk.device)
+            kernel = built.pop(tid, None) or tac.build(layer, cfg, walk.device)
             outs = kernel(inputs)
             wrong = _disagreement(outs, expected, config.tf32)
             if wrong is not None:
@@ -313,6 +319,31 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
     if cache is not None:
         cache.record(dev_key, key, {"op": layer.op, "signature": sig, "best": best, "times_ms": times,
                                     "rejected": rejected, "out_strides": strides[best]})
+
+
+def _precompile(layer: Layer, found, inputs: list, device, pool) -> dict:
+    """Build every fitting candidate, find the Triton kernels each will launch (one dry call, nothing compiled or
+    launched: compile_cache.discover) and compile them all at once in the worker processes, so the timing loop
+    below loads them from the cache. Returns the built kernels by tactic id (a build that fails here is
+    built again, and rejected with its reason, in the loop)."""
+    built, jobs = {}, []
+    for tac, cfg in found:
+        try:
+            if tac.fits is not None and tac.fits(layer, cfg, inputs) is not None:
+                continue
+            kernel = tac.build(layer, cfg, device)
+        except Exception:  # noqa: BLE001 - the timing loop builds it again and records why it fails
+            continue
+        built[tac.id(cfg)] = kernel
+        jobs += discover(lambda: kernel(inputs))
+    if jobs:
+        t0 = time.perf_counter()
+        ok = pool.compile_all(jobs)
+        get_logger().verbose(f"layer {layer.name}: {ok}/{len(jobs)} Triton kernels compiled in {pool.workers} "
+                             f"workers in {time.perf_counter() - t0:.2f} s" +
+                             (f" (in-process instead: {pool.failed})" if pool.failed else ""))
+        pool.failed.clear()
+    return built
 
 
 def _reference_outputs(layer: Layer, inputs: list) -> list | None:

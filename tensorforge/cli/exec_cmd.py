@@ -65,17 +65,23 @@ class BuildProgress:
     def __enter__(self):
         if sys.stdout.isatty():
             from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-            self._bar = Progress(SpinnerColumn(), TextColumn("building: choosing tactics"), BarColumn(),
+            self._bar = Progress(SpinnerColumn(), TextColumn("building: {task.description}"), BarColumn(),
                                  TextColumn("{task.completed}/{task.total} layers"), TimeElapsedColumn(),
                                  transient=True)
             self._bar.start()
-            self._task = self._bar.add_task("build", total=None)
+            self._task = self._bar.add_task("choosing tactics", total=None)
         return self
 
     def begin(self, num_layers: int) -> None:
         self.log.verbose(f"choosing tactics for {num_layers} layers")
         if self._bar is not None:
             self._bar.update(self._task, total=num_layers)
+
+    def timing(self, layer, candidates: int) -> None:
+        """Called before a layer's candidates are compiled and timed: the bar names it."""
+        if self._bar is not None:
+            from rich.markup import escape
+            self._bar.update(self._task, description=escape(f"timing {layer.name} ({layer.op}, {candidates} candidates)"))
 
     def __call__(self, layer, *_):
         self.count += 1

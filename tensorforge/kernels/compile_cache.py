@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 INDEX = "index.json"
 _LOCK = threading.RLock()         # one build (thread) at a time points TRITON_CACHE_DIR somewhere
+_ACTIVE: list = []                # the BuildCache of the build in progress (innermost last)
 
 
 def cache_root() -> str:
@@ -146,9 +147,11 @@ def for_build(device_fp: str, root: str | None = None, workers: int = 0):
         os.environ["TRITON_CACHE_DIR"] = folder
         had = _set_triton_dir(folder)
         state.pool = CompilePool(workers, folder) if workers > 0 else None
+        _ACTIVE.append(state)
         try:
             yield state
         finally:
+            _ACTIVE.pop()
             if state.pool is not None:
                 state.pool.close()
             _set_triton_dir(None, had)
@@ -157,6 +160,11 @@ def for_build(device_fp: str, root: str | None = None, workers: int = 0):
             else:
                 os.environ["TRITON_CACHE_DIR"] = old
             state.compiled = max(0, write_index(folder) - state.before)
+
+
+def active_pool() -> "CompilePool | None":
+    """The worker pool of the build in progress (None outside a build, or with TFG_COMPILE_WORKERS=0)."""
+    return _ACTIVE[-1].pool if _ACTIVE else None
 
 
 def precompile(jobs, workers: int | None = None) -> list:
@@ -196,8 +204,9 @@ def discover(run) -> list[tuple]:
     from triton import knobs
     jobs: list[tuple] = []
 
-    def hook(*, key, repr, fn, compile, is_manual_warmup, already_compiled, **_):
-        jobs.append((fn.module, fn.name, _generated_text(fn.module), compile["specialization_data"]))
+    def hook(**kw):
+        fn = kw["fn"]
+        jobs.append((fn.module, fn.name, _generated_text(fn.module), kw["compile"]["specialization_data"]))
         return True
     old = knobs.runtime.jit_cache_hook
     knobs.runtime.jit_cache_hook = hook

@@ -172,3 +172,42 @@ def test_prune_tile_configs_hand_cases():
     assert kept == cfgs and dropped == {}
     kept, dropped = prune_tile_configs(cfgs, 4096, 4096, 4096, 4, smem_limit=232448)   # fp32: 262144, 409600 B
     assert kept == cfgs[:1] and len(dropped) == 2 and all("shared memory" in w for w in dropped.values())
+
+
+def test_progress_names_each_layer_before_it_is_timed(monkeypatch):
+    """CPU build with a timing cache times its two-candidate Relus; the progress object hears `timing(layer, n)`
+    before the layer's `__call__` (exec's rich bar shows that name), and only for timed layers."""
+    import tensorforge as tfg
+    from tensorforge.builder import BuilderConfig, tactics
+    from tensorforge.kernels import registry
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_tactics_helpers", os.path.join(os.path.dirname(__file__),
+                                                                                   "test_tactics.py"))
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    SHAPES, FakeTimer, _relu_tactic, relu_model = helpers.SHAPES, helpers.FakeTimer, helpers._relu_tactic, helpers.relu_model
+
+    monkeypatch.setitem(registry._TACTICS, "Relu", [_relu_tactic("fast"), _relu_tactic("slow")])
+    events = []
+
+    class Progress:
+        def begin(self, n):
+            events.append(("begin", n))
+
+        def timing(self, layer, n):
+            events.append(("timing", layer.name, n))
+
+        def __call__(self, layer):
+            events.append(("done", layer.name))
+    timer = FakeTimer({"fast": 0.1, "slow": 0.5, "torch_ref": 0.3})
+    config = BuilderConfig(device="cpu", profiles=tfg.api.high_level._as_profile(SHAPES), optimization_level=1)
+    from tensorforge.builder import builder as builder_module
+    prog = Progress()
+    monkeypatch.setattr(builder_module, "choose_tactics",
+                        lambda *a, **k: tactics.choose_tactics(*a, **{**k, "timer": timer, "progress": prog}))
+    tfg.build(relu_model(), config=config, device="cpu")
+    timed = [e for e in events if e[0] == "timing"]
+    assert [e[1] for e in timed] == ["r1", "r2", "r3", "r4"] and all(e[2] == 5 for e in timed)   # 2 tactics × 2 + ref
+    for name in ("r1", "r4"):
+        assert events.index(("timing", name, 5)) + 1 == events.index(("done", name))
+    assert not any(e[0] == "timing" and e[1] == "cat" for e in events)
