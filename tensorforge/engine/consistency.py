@@ -160,9 +160,9 @@ def _same_info(a, b, where):
 def _profiles(m, inputs):
     dynamic = [n for n, t in inputs.items() if t["shape"] is not None
                and any(not isinstance(d, int) or d < 0 for d in t["shape"])]
+    if inputs and not m["profiles"]:        # the builder writes one even for static inputs; the runtime picks one
+        raise SchemaViolation("profiles", "the engine has inputs but no optimization profile")
     for n in dynamic:
-        if not m["profiles"]:
-            raise SchemaViolation("profiles", f"input {n!r} has dynamic dimensions but the engine has no profile")
         for p, prof in enumerate(m["profiles"]):
             if n not in prof:
                 raise SchemaViolation(f"profiles[{p}]", f"has no range for the dynamic input {n!r}")

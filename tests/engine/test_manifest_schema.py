@@ -216,7 +216,7 @@ def test_inference_check_fails_when_broken_on_purpose(monkeypatch):
 
 def test_dynamic_input_without_a_profile():
     """Found by the campaign: profiles emptied → the runtime indexed an empty list at the first run."""
-    assert "no profile" in _load_error(edit(small_cnn_engine(), lambda m: m.__setitem__("profiles", [])))
+    assert "no optimization profile" in _load_error(edit(small_cnn_engine(), lambda m: m.__setitem__("profiles", [])))
     assert "no range" in _load_error(edit(small_cnn_engine(), lambda m: m.__setitem__("profiles", [{}])))
 
 
@@ -236,3 +236,17 @@ def test_infinite_float_attributes_load():
     assert b"-Infinity" in split(data)[0]
     eng = from_bytes(data)
     assert next(la for la in eng.layers if la.op == "FusedConvPool").attrs["beta"] == float("-inf")
+
+
+def test_static_engine_without_a_profile():
+    """Found by the campaign (seed 3, engine case 512): a static engine whose only profile was deleted loaded, then
+    the runtime indexed an empty list of reasons at the first run."""
+    from onnx import TensorProto, helper
+    import tensorforge as tfg
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    data = tfg.build(m.SerializeToString(), device="cpu").serialize()
+    assert "no optimization profile" in _load_error(edit(data, lambda man: man.__setitem__("profiles", [])))
