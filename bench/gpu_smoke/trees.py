@@ -83,6 +83,9 @@ def main() -> int:
         got = eng.run({"X": xt})
         check(f"{name} / engine ({chosen}, build {time.perf_counter() - t0:.1f} s)", [got[k] for k in eng.output_names], want)
         print(f"  engine: {timed(lambda: eng.run({'X': xt})) * 1e3:.2f} ms at batch {BATCH}")
+        if DEV.type == "cuda":          # the tree kernels copy nothing from the host per call: capturable
+            why = getattr(eng.context, "graph_disabled_reason", None)
+            line(why is None, f"{name} / CUDA graph", why or "engine ran captured (no fallback reason recorded)")
     print(f"{len(FAILS)} FAIL")
     return 1 if FAILS else 0
 

@@ -34,6 +34,11 @@ class Compiled:
         self._votes: dict[int, torch.Tensor] = {}
         self.n_trees = len(self.attrs["tree_roots"])
         self.all_positive = min(self.attrs["leaf_weights"] or [0]) >= 0
+        # made once here, not per call: nothing is copied from the host while a CUDA graph is being captured
+        base = self.attrs["base_values"]
+        self._base = torch.tensor(base, dtype=torch.float64, device=device) if base else None
+        self._labels = (torch.tensor(list(self.attrs["classlabels"]) or [0], dtype=torch.int64, device=device)
+                        if layer.op == "TreeEnsembleClassifier" else None)
 
     def forest(self, x: torch.Tensor) -> tuple[Forest, torch.Tensor]:
         """The forest for x's dtype and x converted to its comparison dtype."""
@@ -58,7 +63,7 @@ class Compiled:
         out = vals.cumsum(1)[:, -1] if leaves.shape[1] else vals.new_zeros(leaves.shape[0], vals.shape[2])
         if a["aggregate_function"] == "AVERAGE":
             out = out / leaves.shape[1]
-        return add_base(out, a["base_values"]).double()
+        return (add_base(out, self._base) if self._base is not None else out).double()   # base in the sum's dtype
 
     def finish(self, x: torch.Tensor, scores: torch.Tensor) -> list[torch.Tensor]:
         a = self.attrs
@@ -66,7 +71,7 @@ class Compiled:
         if self.op == "TreeEnsembleClassifier":
             labels, probs = finish_classifier(scores, leaf_targetids=a["leaf_targetids"],
                                               classlabels=a["classlabels"], post_transform_kind=a["post_transform"],
-                                              all_positive=self.all_positive)
+                                              all_positive=self.all_positive, label_table=self._labels)
             return [labels, probs.to(out_dt)]
         return [post_transform(scores, a["post_transform"]).to(out_dt)]
 

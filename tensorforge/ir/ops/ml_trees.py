@@ -124,15 +124,17 @@ def aggregate(forest: Forest, leaves: torch.Tensor, aggregate_function: str, bas
 
 
 def add_base(scores: torch.Tensor, base_values) -> torch.Tensor:
-    if base_values:
-        b = torch.tensor(base_values, dtype=scores.dtype, device=scores.device)
+    """scores + base_values (a list, or a tensor made once by a tactic); a length that fits neither one value nor
+    one per target is ignored, as onnxruntime does."""
+    if base_values is not None and len(base_values):
+        b = torch.as_tensor(base_values, dtype=scores.dtype, device=scores.device)
         if b.numel() in (1, scores.shape[1]):
             scores = scores + b.reshape(1, -1)
     return scores
 
 
 def finish_classifier(scores: torch.Tensor, *, leaf_targetids, classlabels, post_transform_kind: str,
-                      all_positive: bool):
+                      all_positive: bool, label_table: torch.Tensor | None = None):
     """Labels and probabilities, as onnxruntime writes them.
     Binary ensembles (two labels, every vote for target 0 — how gradient boosting writes two classes) score s:
       all leaf weights ≥ 0: label = class 1 iff s > ½, probabilities (1 − s, s), no transform;
@@ -141,11 +143,14 @@ def finish_classifier(scores: torch.Tensor, *, leaf_targetids, classlabels, post
     n_classes = len(classlabels)
     if len(set(leaf_targetids)) == 1 and n_classes == 2:
         s = scores[:, :1]
-        table = torch.tensor(list(classlabels), dtype=torch.int64, device=scores.device)
+        table = label_table if label_table is not None else torch.tensor(list(classlabels), dtype=torch.int64,
+                                                                           device=scores.device)
         if all_positive:
             return table[(s[:, 0] > 0.5).long()], torch.cat([1 - s, s], dim=1)
         return table[(s[:, 0] > 0).long()], post_transform(torch.cat([-s, s], dim=1), post_transform_kind)
     probs = post_transform(scores, post_transform_kind)
+    if label_table is not None:
+        return label_table[scores.argmax(1)], probs
     return labels_of(scores.argmax(1), classlabels), probs
 
 
