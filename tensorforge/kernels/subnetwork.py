@@ -21,7 +21,8 @@ def _prepare(net: Network, device, table: dict) -> None:
         found, reasons = candidates(layer, device)
         if not found:
             raise ValueError(f"body layer {layer.name!r} ({layer.op}) has no tactic on {device}: {reasons}")
-        tac, cfg = found[0]
+        # bodies are not shape-checked at build: take the best tactic that runs any inputs (no fits() test)
+        tac, cfg = next(((t, c) for t, c in found if t.fits is None), found[0])
         layer.tactic = tac.id(cfg)
         kernels.append(tac.build(layer, cfg, device))
     table[id(net)] = kernels

@@ -6,11 +6,14 @@ captured tensors, body constants → new constants, body outputs → the If's ou
 passes see them as ordinary layers. `optimize_bodies(net, points, run)` calls `run(body, body_points)` (the
 pipeline's `optimize` at the same level) on every If/Loop/Scan body, with shape points derived from the
 enclosing network's: captured tensors and If operands have their outer shapes; Loop/Scan state has its
-initial shape only if the body keeps it (checked), else the body gets no shape points (folding and the
-shape-dependent rules then leave it alone). Nested bodies are reached through the recursion.
+initial shape: a copy of the body is optimised under that assumption and kept only if it returns the state in
+that shape (else the body is optimised without shape points: folding and the shape-dependent rules leave it). Nested bodies are reached through the recursion.
 """
 
+import copy
 from typing import Callable
+
+import torch
 
 from ..ir import Layer, Network, TensorInfo
 from ..ir.dynamic import placeholder_info
@@ -96,9 +99,21 @@ def optimize_bodies(net: Network, shape_points: list[dict], run: Callable[[Netwo
         envs = []
     for layer in layers:
         report["captured-constants"] = report.get("captured-constants", 0) + _capture_constants(net, layer)
-        for body, body_points in _bodies(layer, envs, max_fold_elements):
+        for key, body_points, state in _bodies(layer, envs):
+            body = layer.attrs[key]
             before = len(body.layers)
-            changes = run(body, body_points)
+            if state is not None and body_points:
+                # assume the carried state keeps its initial shape, optimise a copy under that assumption, keep
+                # it only if the optimised body indeed returns the state in that shape (then, by induction on
+                # the trips, the assumption holds on every trip and the copy is equivalent)
+                trial = copy.deepcopy(body)
+                changes = run(trial, body_points)
+                if _keeps_state_shapes(trial, body_points, *state, max_fold_elements):
+                    layer.attrs[key] = body = trial
+                else:
+                    changes = run(body, [])
+            else:
+                changes = run(body, body_points)
             report["bodies"] += 1
             report["body-changes"] += sum(v for k, v in changes.items() if not k.startswith("bod"))
             report["body-layers-before"] += before
@@ -132,23 +147,24 @@ def _capture_constants(net: Network, layer: Layer) -> int:
 
 
 def _shape(env: dict, name: str):
+    """(shape, dtype) of an outer tensor at one shape point, None when unknown."""
     t = env.get(name) if name else None
-    return None if t is None or placeholder_info(t) else tuple(t.shape)
+    return None if t is None or placeholder_info(t) else (tuple(t.shape), t.dtype)
 
 
-def _bodies(layer: Layer, envs: list[dict], max_fold: int):
-    """(body, its shape points) for each body of `layer`; [] points where a shape is unknown."""
+def _bodies(layer: Layer, envs: list[dict]):
+    """(attribute name, shape points, None or (state inputs, state outputs)) for each body of `layer`; [] points
+    where a shape is unknown. Loop/Scan points assume the state keeps its initial shape (checked by the caller)."""
     a = layer.attrs
     if layer.op == "If":
         for key in ("then_branch", "else_branch"):
-            body = a[key]
-            yield body, _points(body, [[_shape(env, i) for i in layer.inputs[1:]] for env in envs])
+            yield key, _points(a[key], [[_shape(env, i) for i in layer.inputs[1:]] for env in envs]), None
         return
     body, n_cap = a["body"], int(a.get("num_captured", 0))
     if layer.op == "Loop":
         # body(i, cond, *v, *captured) → (cond', *v', *scan_elements)
         n_state = len(layer.inputs) - 2 - n_cap
-        rows = [[(), ()] + [_shape(env, i) for i in layer.inputs[2:]] for env in envs]
+        rows = [[((), torch.int64), ((), torch.bool)] + [_shape(env, i) for i in layer.inputs[2:]] for env in envs]
         state_in, state_out = list(range(2, 2 + n_state)), list(range(1, 1 + n_state))
     else:
         # body(*s, *x_slices, *captured) → (*s', *y_slices); x sliced along scan_input_axes
@@ -160,19 +176,30 @@ def _bodies(layer: Layer, envs: list[dict], max_fold: int):
             row = [_shape(env, i) for i in layer.inputs]
             for k in range(n_scan):
                 s = row[n_state + k]
-                row[n_state + k] = None if s is None else s[:axes[k] % len(s)] + s[axes[k] % len(s) + 1:]
+                if s is not None:
+                    ax = axes[k] % len(s[0])
+                    row[n_state + k] = (s[0][:ax] + s[0][ax + 1:], s[1])
             rows.append(row)
         state_in = state_out = list(range(n_state))
-    points = _points(body, rows)
-    if points and not _keeps_state_shapes(body, points, state_in, state_out, max_fold):
-        points = []
-    yield body, points
+    yield "body", _points(body, rows), (state_in, state_out)
 
 
 def _points(body: Network, rows: list[list]) -> list[dict]:
+    """Shape points of `body` from (shape, dtype) per input; an input the body declares without a dtype gets the
+    outer tensor's (propagate would otherwise assume float32); a declared dtype that differs: no points."""
     if not rows or len(rows[0]) != len(body.inputs) or any(s is None for row in rows for s in row):
         return []
-    return [dict(zip(body.inputs, row)) for row in rows]
+    for name, (_, dtype) in zip(body.inputs, rows[0]):
+        info = body.tensors.get(name)
+        if info is not None and info.dtype is not None and info.dtype != dtype:
+            return []
+    for name, (shape, dtype) in zip(body.inputs, rows[0]):
+        info = body.tensors.get(name)
+        if info is None:
+            body.tensors[name] = TensorInfo(name, dtype, None)
+        elif info.dtype is None:
+            info.dtype = dtype
+    return [{n: s for n, (s, _) in zip(body.inputs, row)} for row in rows]
 
 
 def _keeps_state_shapes(body: Network, points, state_in, state_out, max_fold) -> bool:
