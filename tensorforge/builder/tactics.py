@@ -23,7 +23,7 @@ import torch
 from ..ir import Layer, Network
 from ..ir.interpret import propagate, run_reference
 from ..kernels import candidates
-from ..kernels.compile_cache import active_pool, discover, workers_from_env
+from ..kernels.compile_cache import active_pool, discover, prune_tile_configs, workers_from_env
 from ..kernels.compile_cache import for_build as kernel_cache
 from ..util.device import fingerprint
 from ..util.errors import BuildError
@@ -273,9 +273,11 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
                          "build once without --errorOnTimingCacheMiss to fill the cache, or drop the flag")
     inputs = walk.materialize(layer)
     expected = _reference_outputs(layer, inputs)
+    pruned = _prune(layer, found, inputs, walk.device)
+    found = [(t, c) for t, c in found if t.id(c) not in pruned]
     pool = active_pool()                  # worker processes of this build (TFG_COMPILE_WORKERS), else None
     built = _precompile(layer, found, inputs, walk.device, pool) if pool is not None else {}
-    times, rejected, strides = {}, {}, {}
+    times, rejected, strides = {}, dict(pruned), {}
     for tac, cfg in found:
         tid = tac.id(cfg)
         unfit = tac.fits(layer, cfg, inputs) if tac.fits is not None else None
@@ -319,6 +321,34 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
     if cache is not None:
         cache.record(dev_key, key, {"op": layer.op, "signature": sig, "best": best, "times_ms": times,
                                     "rejected": rejected, "out_strides": strides[best]})
+
+
+def _prune(layer: Layer, found, inputs: list, device) -> dict[str, str]:
+    """Tile configs of a GEMM (MatMulEpilogue: a is (…, M, K), b (K, N) or (N, K) with trans_b) that cannot win,
+    dropped before anything is compiled (compile_cache.prune_tile_configs): shared memory above the device's
+    per-block limit, or tiles larger than the problem while a config within it exists. tactic id → reason."""
+    if layer.op != "MatMulEpilogue" or len(inputs) < 2 or not all(isinstance(t, torch.Tensor) for t in inputs[:2]):
+        return {}
+    a, b = inputs[0], inputs[1]
+    if a.dim() < 2 or b.dim() < 2 or not a.shape[-1]:
+        return {}
+    m, k = a.numel() // a.shape[-1], a.shape[-1]
+    n = b.shape[-2] if layer.attrs.get("trans_b", 0) else b.shape[-1]
+    smem = None
+    if device.type == "cuda":
+        smem = getattr(torch.cuda.get_device_properties(device), "shared_memory_per_block_optin", None)
+    out: dict[str, str] = {}
+    by_tactic: dict[str, list] = {}
+    for tac, cfg in found:
+        if all(key in cfg for key in ("BM", "BN", "BK")):
+            by_tactic.setdefault(tac.name, []).append((tac, cfg))
+    for pairs in by_tactic.values():
+        _, dropped = prune_tile_configs([c for _, c in pairs], m, n, k, a.element_size(), smem)
+        for tac, cfg in pairs:
+            why = dropped.get(",".join(f"{key}={cfg[key]}" for key in sorted(cfg)))
+            if why is not None:
+                out[tac.id(cfg)] = f"pruned before compiling: {why}"
+    return out
 
 
 def _precompile(layer: Layer, found, inputs: list, device, pool) -> dict:

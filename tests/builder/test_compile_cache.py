@@ -211,3 +211,30 @@ def test_progress_names_each_layer_before_it_is_timed(monkeypatch):
     for name in ("r1", "r4"):
         assert events.index(("timing", name, 5)) + 1 == events.index(("done", name))
     assert not any(e[0] == "timing" and e[1] == "cat" for e in events)
+
+
+def test_gemm_configs_are_pruned_before_compiling():
+    """tactics._prune on the Triton GEMM's real configs: a 16-row product keeps only the 16-row tiles (hand check:
+    every other config has BM ≥ 64 > 16 while the BM = 16 ones fit 16 × 1024 × 1024); a 4096-row fp32 product on
+    a 227 KiB device drops only 128×256×64 × 3 stages (3·(128·64 + 64·256)·4 = 294912 B); K = 64 drops the tiles
+    with BK > 64."""
+    import torch
+
+    from tensorforge.builder import tactics
+    from tensorforge.ir import Layer
+    from tensorforge.kernels.registry import Tactic
+    from tensorforge.kernels.triton_gemm import CONFIGS
+
+    tac = Tactic("MatMulEpilogue", "triton_gemm", lambda layer, device: None, None, CONFIGS, 1)
+    found = [(tac, c) for c in CONFIGS]
+    layer = Layer("g", "MatMulEpilogue", ["a", "b"], ["y"], {})
+    a, b = torch.zeros(16, 1024, dtype=torch.float16), torch.zeros(1024, 1024, dtype=torch.float16)
+    pruned = tactics._prune(layer, found, [a, b], torch.device("cpu"))
+    assert sorted(pruned) == sorted(tac.id(c) for c in CONFIGS if c["BM"] > 16)
+    assert all(w.startswith("pruned before compiling: tile BM=") for w in pruned.values())
+    layer_t = Layer("g", "MatMulEpilogue", ["a", "b"], ["y"], {"trans_b": 1})
+    # K = 64 (b transposed: N = 4096): the BK = 128 and 256 tiles pad K while BK ≤ 64 configs fit; nothing else goes
+    pruned = tactics._prune(layer_t, found, [torch.zeros(8192, 64), torch.zeros(4096, 64)], torch.device("cpu"))
+    assert sorted(pruned) == sorted(tac.id(c) for c in CONFIGS if c["BK"] > 64)
+    kept, dropped = prune_tile_configs(CONFIGS, 4096, 4096, 4096, 4, smem_limit=232448)
+    assert [c for c in CONFIGS if c not in kept] == [CONFIGS[4]] and "294912 B" in next(iter(dropped.values()))
