@@ -250,7 +250,8 @@ def refuse(name, section, why, value=None) -> Flag:
 _LOWP = "INT4 weight-only quantization is not implemented"
 _INFO = "layer information always has every detail: use --dumpLayerInfo, or `tensorforge inspect model.engine`"
 _STREAM = "streams inside one engine are not implemented; --infStreams=N runs N contexts on N streams"
-_TIMING = "the timing method is fixed: 3 warm-up runs, then the median of 10 CUDA-graph replays per candidate"
+_TIMING = ("the timing method is fixed: per candidate, on CUDA 3 warm-up runs then the median of 10 CUDA-graph "
+           "replays; on the CPU 1 warm-up run then the median of 5 (host clock)")
 _PLUG = ("engines never contain plugin code and ONNX models name no plugin libraries; load plugins with "
          "--staticPlugins=FILE.py when building and when running")
 _DLA = "there is no DLA: tensorforge runs on CUDA GPUs and CPUs"
@@ -305,7 +306,8 @@ _ROWS = [
         "tactic may use beyond its inputs and outputs; hungrier tactics are rejected while timing", "spec", "pools"),
     use("--workspace", "Build", "workspace_bytes", "deprecated (trtexec 8.x): read as --memPoolSize=workspace:N "
         "(N MiB), with a deprecation line", "N", "workspace"),
-    use("--timingCacheFile", "Build", "timing_cache_file", "read and update this timing cache (merged on save)",
+    use("--timingCacheFile", "Build", "timing_cache_file", "read and update this timing cache, CPU builds too (they time only with one); "
+        "merged into the file under a lock on <file>.lock",
         "<file>"),
     use("--noBuilderCache", "Build", "use_timing_cache", "no timing cache: time every layer, even identical ones",
         const=False),
