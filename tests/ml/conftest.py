@@ -2,3 +2,4 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/oracle.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))       # corpus.py, random_trees.py
