@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ..util.log import get_logger
+
 INDEX = "index.json"
 _LOCK = threading.RLock()         # one build (thread) at a time points TRITON_CACHE_DIR somewhere
 _ACTIVE: list = []                # the BuildCache of the build in progress (innermost last)
@@ -62,8 +64,9 @@ class CacheCheck:
     removed: dict[str, str] = field(default_factory=dict)     # entry → why
 
 
-def check(folder: str) -> CacheCheck:
-    """Delete every entry of `folder` that does not match the index; returns what was kept and removed."""
+def check(folder: str, only_indexed: bool = False) -> CacheCheck:
+    """Delete every entry of `folder` that does not match the index; returns what was kept and removed.
+    `only_indexed`: another build is running (its new entries are not indexed yet): keep unindexed entries."""
     result = CacheCheck()
     try:
         with open(os.path.join(folder, INDEX)) as f:
@@ -78,17 +81,35 @@ def check(folder: str) -> CacheCheck:
         want = index.get(name)
         why = ("not in the index (written by an interrupted build?)" if want is None else
                None if want == files else "files changed or missing since they were compiled")
-        if why is None:
-            result.kept += 1
+        if why is None or (want is None and only_indexed):
+            result.kept += why is None
             continue
         shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
         result.removed[name] = why
     return result
 
 
+def _complete(path: str, files: dict) -> bool:
+    """Triton writes an entry's files, then its __grp__ file naming them: complete once every named file exists."""
+    groups = [f for f in files if f.startswith("__grp__")]
+    if not groups:
+        return False
+    try:
+        for g in groups:
+            with open(os.path.join(path, g)) as f:
+                named = json.load(f).get("child_paths", {})       # {file name: path}, or a list of names
+            if not all(os.path.basename(str(v)) in files for v in named):
+                return False
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
+
+
 def write_index(folder: str) -> int:
-    """Record every entry now in `folder` (atomic replace). Returns the number of entries."""
-    entries = _entries(folder)
+    """Record every complete entry now in `folder` (atomic replace; an entry a concurrent build is still writing
+    stays out, and a later exclusive check removes it if it never completes). Returns the number recorded."""
+    entries = {name: files for name, files in _entries(folder).items()
+               if _complete(os.path.join(folder, name), files)}
     tmp = os.path.join(folder, f".{INDEX}.{os.getpid()}.tmp")
     with open(tmp, "w") as f:
         json.dump(entries, f, sort_keys=True)
@@ -137,29 +158,61 @@ def workers_from_env() -> int:
 def for_build(device_fp: str, root: str | None = None, workers: int = 0):
     """Point Triton's cache at this device's checked folder for the duration of a build; yields a BuildCache
     whose `compiled` (set on exit) counts the kernels the build compiled — 0 for a warm rebuild — and whose
-    `pool` compiles candidates in `workers` processes (none when 0)."""
+    `pool` compiles candidates in `workers` processes (none when 0). Yields None, with a warning, when the
+    folder cannot be written (the build then uses Triton's own cache).
+
+    Builds in other processes may share the folder: each holds a shared flock on <folder>/.lock for its whole
+    build. The full check, which deletes unindexed entries, runs only under the exclusive lock (no other build
+    running); otherwise only indexed entries whose files changed are removed (another build's new entries are
+    not indexed yet)."""
     folder = device_dir(device_fp, root)
     with _LOCK:
-        os.makedirs(folder, exist_ok=True)
-        state = BuildCache(folder, check(folder))
-        state.before = state.checked.kept
-        old = os.environ.get("TRITON_CACHE_DIR")
-        os.environ["TRITON_CACHE_DIR"] = folder
-        had = _set_triton_dir(folder)
-        state.pool = CompilePool(workers, folder) if workers > 0 else None
-        _ACTIVE.append(state)
         try:
-            yield state
-        finally:
-            _ACTIVE.pop()
-            if state.pool is not None:
-                state.pool.close()
-            _set_triton_dir(None, had)
-            if old is None:
-                os.environ.pop("TRITON_CACHE_DIR", None)
-            else:
-                os.environ["TRITON_CACHE_DIR"] = old
-            state.compiled = max(0, write_index(folder) - state.before)
+            os.makedirs(folder, exist_ok=True)
+            lock = open(os.path.join(folder, ".lock"), "a")
+        except OSError as e:
+            get_logger().warning(f"Triton kernel cache {folder} is not writable ({e.strerror}): this build compiles "
+                                 "into Triton's own cache; set TFG_CACHE_DIR to a writable folder")
+            yield None
+            return
+        with lock:
+            exclusive = _lock(lock, exclusive=True, wait=False)
+            state = BuildCache(folder, check(folder, only_indexed=not exclusive))
+            _lock(lock, exclusive=False, wait=True)          # shared for the build (a downgrade if exclusive)
+            for name, why in state.checked.removed.items():
+                get_logger().verbose(f"kernel cache: removed {name[:16]}…: {why}")
+            state.before = state.checked.kept
+            old = os.environ.get("TRITON_CACHE_DIR")
+            os.environ["TRITON_CACHE_DIR"] = folder
+            had = _set_triton_dir(folder)
+            state.pool = CompilePool(workers, folder) if workers > 0 else None
+            _ACTIVE.append(state)
+            try:
+                yield state
+            finally:
+                _ACTIVE.pop()
+                if state.pool is not None:
+                    state.pool.close()
+                _set_triton_dir(None, had)
+                if old is None:
+                    os.environ.pop("TRITON_CACHE_DIR", None)
+                else:
+                    os.environ["TRITON_CACHE_DIR"] = old
+                state.compiled = max(0, write_index(folder) - state.before)
+
+
+def _lock(f, exclusive: bool, wait: bool) -> bool:
+    """flock `f` shared or exclusive; False when `wait` is off and another process holds a conflicting lock."""
+    try:
+        import fcntl
+    except ImportError:               # no flock on this platform: behave as the only build
+        return True
+    flags = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | (0 if wait else fcntl.LOCK_NB)
+    try:
+        fcntl.flock(f, flags)
+        return True
+    except BlockingIOError:
+        return False
 
 
 def active_pool() -> "CompilePool | None":

@@ -138,19 +138,59 @@ def test_worker_processes_fill_the_cache_the_parent_loads(report):
     assert report["bad_ok"] == 0 and len(report["bad_failed"]) == 1
 
 
+def _entry(folder, name, data: bytes, complete=True):
+    d = folder / name
+    d.mkdir()
+    (d / "k.cubin").write_bytes(data)
+    if complete:                                            # Triton writes the group file last
+        (d / "__grp__k.json").write_text(json.dumps({"child_paths": {"k.cubin": str(d / "k.cubin")}}))
+
+
 def test_check_drops_unindexed_and_changed_entries(tmp_path):
     for name in ("a", "b", "c"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "k.cubin").write_bytes(name.encode() * 10)
+        _entry(tmp_path, name, name.encode() * 10)
+    _entry(tmp_path, "half", b"h", complete=False)          # still being written: not indexed
     assert write_index(str(tmp_path)) == 3
     (tmp_path / "b" / "k.cubin").write_bytes(b"xx")        # changed after it was indexed
-    (tmp_path / "d").mkdir()                                # written by a build that never finished
-    (tmp_path / "d" / "k.cubin").write_bytes(b"d")
+    _entry(tmp_path, "d", b"d")                             # written by a build that never indexed it
+    kept = check(str(tmp_path), only_indexed=True)          # another build is running: unindexed ones stay
+    assert kept.kept == 2 and sorted(kept.removed) == ["b"] and (tmp_path / "d").exists()
     res = check(str(tmp_path))
-    assert res.kept == 2 and sorted(res.removed) == ["b", "d"]
+    assert res.kept == 2 and sorted(res.removed) == ["d", "half"]
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["a", "c"]
     (tmp_path / "index.json").write_text("{not json")        # an unreadable index trusts nothing
     assert check(str(tmp_path)).kept == 0 and not (tmp_path / "a").exists()
+
+
+def test_a_running_build_elsewhere_keeps_its_unindexed_entries(tmp_path):
+    """Another process's build holds the shared lock: this build must not delete that build's new entries."""
+    from pathlib import Path
+
+    from tensorforge.kernels.compile_cache import device_dir, for_build
+    folder = device_dir("cuda:X:sm_90", str(tmp_path))
+    os.makedirs(folder)
+    _entry(Path(folder), "theirs", b"t")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_SH); "
+        "print('locked', flush=True); time.sleep(30)"), os.path.join(folder, ".lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with for_build("cuda:X:sm_90", str(tmp_path)) as state:
+            assert state.checked.removed == {} and os.path.isdir(os.path.join(folder, "theirs"))
+    finally:
+        holder.kill()
+        holder.wait()
+    with for_build("cuda:X:sm_90", str(tmp_path)) as state:        # alone now; "theirs" was indexed on exit above
+        assert state.checked.kept == 1
+
+
+def test_an_unwritable_cache_root_leaves_triton_alone(tmp_path):
+    from tensorforge.kernels.compile_cache import for_build
+    root = tmp_path / "ro"
+    root.write_text("a file, not a folder")
+    before = os.environ.get("TRITON_CACHE_DIR")
+    with for_build("cuda:X:sm_90", str(root)) as state:
+        assert state is None and os.environ.get("TRITON_CACHE_DIR") == before     # Triton's own cache, untouched
 
 
 def test_precompile_returns_exceptions_in_order():
