@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batches", default=None, help="comma list (default 1,1000 on CPU, 100000 on CUDA)")
-    ap.add_argument("--blocks", type=int, default=5)
+    ap.add_argument("--blocks", type=int, default=None, help="alternating blocks (default 5 on CPU, 3 on CUDA)")
     ap.add_argument("--block-seconds", type=float, default=0.3)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -71,6 +71,8 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
+    if args.blocks is None:
+        args.blocks = 3 if dev.type == "cuda" else 5        # CUDA: onnxruntime takes seconds per 100k-row call
     batches = [int(b) for b in (args.batches or ("100000" if dev.type == "cuda" else "1,1000")).split(",")]
     onnx_models, data = models()
     rows = ["| model | batch | tensorforge tactic | tensorforge ms | onnxruntime ms | speed-up |", "|---|---|---|---|---|---|"]
