@@ -30,10 +30,11 @@ sign(x)·(1 − 2·Q(|x|·√2)) (the "ref" tail, IEEE division) within 3.5e-7 o
 interpreter) add ≤ 2e-7·(1 + |GELU|) by the sensitivity of Q to u and e: inside BENCH.md's rtol = atol = 1e-6.
 Cost per GELU in sm_90 SASS (nvdisasm of gelu(gelu(x)), 8 elements per thread, counted per GELU):
 f32 ~17 FP32 instructions + 2 MUFU (RSQ, EX2); lo before (2^P(a/3 − 1), P deg 7, two selects): 8 FFMA +
-2 FSETP + 2 FSEL + FADD + FMUL + 1 MUFU.EX2 = 14 + 1 MUFU, 34 SASS instructions per float16 element in all;
-lo now: FMNMX + 6 FFMA (Horner) + MUFU.EX2 + FMNMX + FFMA = 9 + 1 MUFU, no division, no compare, no select
-(measured total per element in the docstring of tests/codegen/test_fastmath_half.py). x·½·(1 + erff(x/√2))
-costs roughly 40. Two GELUs per element in float16 would otherwise bind the FP32 pipe before memory.
+1.5 FSETP (+ HSETP2 on the half input) + FSEL + FADD + FMUL ≈ 13 + 1 MUFU.EX2, 272 SASS instructions for the 8
+float16 elements (34 per element); lo now: FMNMX.NAN (|x| clamped) + 6 FFMA (Horner) + MUFU.EX2 + FMNMX (relu) +
+FFMA = 9 + 1 MUFU, no division, compare or select: 208 instructions (26 per element, 25 without NOP padding; the
+rest is 1 HADD2.F32 widening and ½ F2FP packing per element plus addressing). x·½·(1 + erff(x/√2)) costs
+roughly 40. Two GELUs per element in float16 would otherwise bind the FP32 pipe before memory.
 
 tanh: x + x³·P(x²) (P of degree 4, fitted on [0, 0.625], max relative error 4.4e-9 in float64) for
 |x| < 0.625, else sign(x)·(1 − 2/(e^{2|x|} + 1)); measured max relative error 2e-7 in float32.
