@@ -326,7 +326,8 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
 def _prune(layer: Layer, found, inputs: list, device) -> dict[str, str]:
     """Tile configs of a GEMM (MatMulEpilogue: a is (…, M, K), b (K, N) or (N, K) with trans_b) that cannot win,
     dropped before anything is compiled (compile_cache.prune_tile_configs): shared memory above the device's
-    per-block limit, or tiles larger than the problem while a config within it exists. tactic id → reason."""
+    per-block limit, or a config dominated by one with smaller tiles that still cover the problem (all else
+    equal). tactic id → reason."""
     if layer.op != "MatMulEpilogue" or len(inputs) < 2 or not all(isinstance(t, torch.Tensor) for t in inputs[:2]):
         return {}
     a, b = inputs[0], inputs[1]

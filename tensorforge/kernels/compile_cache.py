@@ -352,20 +352,31 @@ def _pow2_at_least(v: int) -> int:
 
 def prune_tile_configs(configs: list[dict], m: int, n: int, k: int, elem_bytes: int,
                        smem_limit: int | None = None) -> tuple[list[dict], dict[str, str]]:
-    """GEMM-like tile configs (keys BM, BN, BK, stages) that can win for an m×n×k problem: a tile larger than the
-    problem's next power of two in a dimension only adds masked work (a smaller config with the same padding
-    exists unless every config is that large), and shared memory stages·(BM·BK + BK·BN)·elem_bytes above the
-    device limit cannot launch. Returns (kept, {config text: why dropped}); never drops every config."""
+    """GEMM-like tile configs (keys BM, BN, BK, stages, …) that cannot win an m×n×k problem, dropped before
+    compiling. Two sound rules: shared memory stages·(BM·BK + BK·BN)·elem_bytes above the device's per-block
+    limit cannot launch; and a config is dominated by another that equals it in every key except tile sizes,
+    where each of its tiles is the same or smaller but still covers the problem's padded size (next power of
+    two) — the larger tile only adds masked work on the same grid. Returns (kept, {config text: why});
+    never drops every config."""
     dims = {"BM": _pow2_at_least(m), "BN": _pow2_at_least(n), "BK": _pow2_at_least(k)}
+    text = lambda cfg: ",".join(f"{key}={cfg[key]}" for key in sorted(cfg))
+
+    def dominated_by(a: dict, b: dict) -> bool:
+        if a is b or {x: v for x, v in a.items() if x not in dims} != {x: v for x, v in b.items() if x not in dims}:
+            return False
+        if not all(key in a and key in b for key in dims):
+            return False
+        smaller = [key for key in dims if b[key] < a[key]]
+        return bool(smaller) and all(b[key] == a[key] or dims[key] <= b[key] < a[key] for key in dims)
     kept, dropped = [], {}
     for cfg in configs:
-        text = ",".join(f"{key}={cfg[key]}" for key in sorted(cfg))
-        big = [key for key, lim in dims.items() if key in cfg and cfg[key] > lim]
         smem = cfg.get("stages", 1) * (cfg.get("BM", 0) * cfg.get("BK", 0) + cfg.get("BK", 0) * cfg.get("BN", 0)) * elem_bytes
+        better = next((b for b in configs if dominated_by(cfg, b)), None)
         if smem_limit is not None and smem > smem_limit:
-            dropped[text] = f"needs {smem} B of shared memory, the device has {smem_limit} B"
-        elif big and any(all(c.get(key, 0) <= dims[key] for key in dims) for c in configs):
-            dropped[text] = f"tile {', '.join(f'{key}={cfg[key]}' for key in big)} exceeds the problem ({m}×{n}×{k})"
+            dropped[text(cfg)] = f"needs {smem} B of shared memory, the device has {smem_limit} B"
+        elif better is not None:
+            dropped[text(cfg)] = (f"tiles exceed the problem ({m}×{n}×{k}); {text(better)} covers it with less "
+                                  "masked work")
         else:
             kept.append(cfg)
     if not kept:
