@@ -221,9 +221,9 @@ def active_pool() -> "CompilePool | None":
 
 
 def precompile(jobs, workers: int | None = None) -> list:
-    """Run compile callables (e.g. `lambda: kernel.warmup(...)` or `triton.compile(...)`) in a thread pool:
-    Triton's compile spends its time in MLIR passes and ptxas, outside Python. Returns each job's result or the
-    exception it raised, in order (a candidate that fails to compile is rejected later, with that reason)."""
+    """Run compile callables (e.g. `triton.compile(...)`) in a thread pool; returns each job's result or the
+    exception it raised, in order. Measured on a 2-core CPU: 8 sm_90 compiles 2.9 s threaded, 3.0 s serial — the
+    compile holds the GIL most of the time, so builds use CompilePool's processes instead."""
     jobs = list(jobs)
     workers = workers or min(len(jobs), os.cpu_count() or 1, 16) or 1
 
