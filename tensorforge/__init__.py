@@ -12,13 +12,16 @@ builder: `tfg.load` brings in only the runtime, `tfg.build` the parser and build
 
 import importlib
 import importlib.util
+import sys
 
 from .version import __version__
 
 # name → module that defines it; every other public name is one of TensorRT's, looked up in api.trt
 _LAZY = {"Engine": "tensorforge.api", "build": "tensorforge.api", "load": "tensorforge.api",
-         "TensorforgeError": "tensorforge.util.errors", "Logger": "tensorforge.util.log"}
-_OWN = ["Engine", "Logger", "TensorforgeError", "__version__", "build", "load"]
+         "TensorforgeError": "tensorforge.util.errors", "Logger": "tensorforge.util.log",
+         "compile": "tensorforge.frontend_torch", "save": "tensorforge.frontend_torch",
+         "load_module": "tensorforge.frontend_torch"}
+_OWN = ["Engine", "Logger", "TensorforgeError", "__version__", "build", "compile", "load", "load_module", "save"]
 
 
 def _trt():
@@ -45,3 +48,19 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(_LAZY) | set(_trt().__all__))
+
+
+def _dynamo_backend(gm, example_inputs, **kwargs):
+    """torch.compile(backend="tensorforge"): the real backend is imported on the first compiled graph."""
+    return __getattr__("frontend_torch").tensorforge_backend(gm, example_inputs, **kwargs)
+
+
+def _register_dynamo_backend() -> None:
+    """Name the backend for dynamo when torch is already loaded (else `import tensorforge.frontend_torch` does)."""
+    if "torch" in sys.modules:
+        from torch._dynamo.backends.registry import _BACKENDS, register_backend
+        if "tensorforge" not in _BACKENDS:
+            register_backend(_dynamo_backend, name="tensorforge")
+
+
+_register_dynamo_backend()

@@ -1,0 +1,18 @@
+"""frontend_torch — PyTorch models straight to the IR: torch.compile backend and tfg.compile.
+
+    compiled = tfg.compile(model, (x,), fp16=True); tfg.save(compiled, "dir"); tfg.load_module("dir")
+    torch.compile(model, backend="tensorforge", options={"fp16": True})   # graph breaks stay in PyTorch
+
+fx_to_ir.py converts aten FX graphs (converters.py holds the table), partition.py splits and builds,
+module.py is the nn.Module face, backend.py the dynamo backend (registered when this room is imported).
+May import ir, builder, api, engine, runtime, util; nothing imports it but cli (and tensorforge's lazy names).
+"""
+
+from .backend import last_report, register, reports, tensorforge_backend
+from .fx_to_ir import Conversion, fx_to_ir
+from .module import TensorforgeModule, compile, load_module, save  # noqa: A004 - tfg.compile
+
+register()
+
+__all__ = ["Conversion", "TensorforgeModule", "compile", "fx_to_ir", "last_report", "load_module", "register",
+           "reports", "save", "tensorforge_backend"]

@@ -1,0 +1,248 @@
+"""The aten → IR table: one converter per supported aten overload, registered with `@converts(...)`.
+
+A converter gets the `_Ctx` (fx_to_ir.py) and the FX node, and returns the IR tensor name of the node's value.
+It raises `Unsupported(reason)` for a call it cannot take (a training-mode batch_norm, a causal attention
+mask …); `supports(node)` asks the same question without building anything, so the partitioner and the
+converter can never disagree. Op names and attributes are the IR's (ONNX names: Conv, Gemm, MatMul, …).
+"""
+
+import torch
+
+aten = torch.ops.aten
+TABLE: dict = {}          # aten OpOverload → converter(ctx, node) -> str
+CHECKS: dict = {}         # aten OpOverload → check(node) -> reason | None
+
+
+class Unsupported(Exception):
+    """A node the converter cannot take; the message says why."""
+
+
+def converts(*targets, check=None):
+    def wrap(fn):
+        for t in targets:
+            TABLE[t] = fn
+            if check is not None:
+                CHECKS[t] = check
+        return fn
+    return wrap
+
+
+def unsupported_reason(node) -> str | None:
+    """None when `node` (a call_function) converts; otherwise the reason it does not."""
+    if node.target not in TABLE:
+        return f"no converter for {node.target}"
+    check = CHECKS.get(node.target)
+    return check(node) if check is not None else None
+
+
+def _arg(node, i, name, default=None):
+    if len(node.args) > i:
+        return node.args[i]
+    return node.kwargs.get(name, default)
+
+
+def _pair(v, n=2):
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return v * n if len(v) == 1 else v
+
+
+# ---- convolution, matrix products -------------------------------------------------------------------------------
+@converts(aten.conv2d.default)
+def conv2d(ctx, node):
+    x, w, b = ctx.t(node.args[0]), ctx.t(node.args[1]), _arg(node, 2, "bias")
+    stride, pad = _pair(_arg(node, 3, "stride", [1, 1])), _pair(_arg(node, 4, "padding", [0, 0]))
+    dil, groups = _pair(_arg(node, 5, "dilation", [1, 1])), int(_arg(node, 6, "groups", 1))
+    ins = [x, w] + ([ctx.t(b)] if b is not None else [])
+    k = list(ctx.shape(node.args[1])[2:])
+    return ctx.add("Conv", ins, node, strides=stride, pads=pad + pad, dilations=dil, group=groups, kernel_shape=k)
+
+
+@converts(aten.linear.default)
+def linear(ctx, node):
+    """y = x · Wᵀ + b: Gemm(transB=1) for 2-D x, else MatMul with the transposed weight (a view of it) + Add."""
+    x, w, b = node.args[0], node.args[1], _arg(node, 2, "bias")
+    if len(ctx.shape(x)) == 2:
+        ins = [ctx.t(x), ctx.t(w)] + ([ctx.t(b)] if b is not None else [])
+        return ctx.add("Gemm", ins, node, transB=1)
+    wt = ctx.transposed_const(w) if ctx.is_const(w) else ctx.add("Transpose", [ctx.t(w)], None, perm=[1, 0])
+    y = ctx.add("MatMul", [ctx.t(x), wt], node if b is None else None)
+    return y if b is None else ctx.add("Add", [y, ctx.t(b)], node)
+
+
+@converts(aten.addmm.default)
+def addmm(ctx, node):
+    beta, alpha = float(node.kwargs.get("beta", 1)), float(node.kwargs.get("alpha", 1))
+    return ctx.add("Gemm", [ctx.t(node.args[1]), ctx.t(node.args[2]), ctx.t(node.args[0])], node, alpha=alpha, beta=beta)
+
+
+@converts(aten.mm.default, aten.bmm.default, aten.matmul.default)
+def matmul(ctx, node):
+    return ctx.add("MatMul", [ctx.t(node.args[0]), ctx.t(node.args[1])], node)
+
+
+# ---- pointwise ---------------------------------------------------------------------------------------------------
+def _unary(op):
+    return lambda ctx, node: ctx.add(op, [ctx.t(node.args[0])], node)
+
+
+for _t, _op in [(aten.relu.default, "Relu"), (aten.sigmoid.default, "Sigmoid"), (aten.tanh.default, "Tanh"),
+                (aten.neg.default, "Neg"), (aten.exp.default, "Exp"), (aten.sqrt.default, "Sqrt"),
+                (aten.erf.default, "Erf")]:
+    converts(_t)(_unary(_op))
+
+
+@converts(aten.gelu.default, check=lambda n: None if n.kwargs.get("approximate", "none") in ("none", "tanh")
+          else "unknown gelu approximation")
+def gelu(ctx, node):
+    return ctx.add("Gelu", [ctx.t(node.args[0])], node, approximate=node.kwargs.get("approximate", "none"))
+
+
+@converts(aten.silu.default)
+def silu(ctx, node):
+    x = ctx.t(node.args[0])
+    return ctx.add("Mul", [x, ctx.add("Sigmoid", [x], None)], node)
+
+
+def _alpha_ok(node):
+    return None if node.kwargs.get("alpha", 1) == 1 else "add/sub with alpha != 1"
+
+
+def _binary(op, swap=False):
+    def fn(ctx, node):
+        a, b = ctx.t(node.args[0], like=node), ctx.t(node.args[1], like=node)
+        return ctx.add(op, [b, a] if swap else [a, b], node)
+    return fn
+
+
+for _op, _name in [("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("Div", "div")]:
+    for _ov in ("Tensor", "Scalar"):
+        _target = getattr(getattr(aten, _name), _ov)
+        converts(_target, check=_alpha_ok if _name in ("add", "sub") else None)(_binary(_op))
+converts(aten.rsub.Scalar, check=_alpha_ok)(_binary("Sub", swap=True))
+
+
+# ---- normalisation, softmax ------------------------------------------------------------------------------------------
+@converts(aten.layer_norm.default)
+def layer_norm(ctx, node):
+    x, ns = node.args[0], list(node.args[1])
+    w, b, eps = _arg(node, 2, "weight"), _arg(node, 3, "bias"), float(_arg(node, 4, "eps", 1e-5))
+    dtype = ctx.dtype(x)
+    scale = ctx.t(w) if w is not None else ctx.const(torch.ones(ns, dtype=dtype), "ln_scale")
+    ins = [ctx.t(x), scale] + ([ctx.t(b)] if b is not None else [])
+    return ctx.add("LayerNormalization", ins, node, axis=-len(ns), epsilon=eps)
+
+
+@converts(aten.batch_norm.default, check=lambda n: "batch_norm in training mode (call model.eval())"
+          if _arg(n, 5, "training") or _arg(n, 3, "running_mean") is None else None)
+def batch_norm(ctx, node):
+    x, w, b, mean, var = (node.args[i] for i in range(5))
+    c = ctx.shape(x)[1]
+    dtype = ctx.dtype(x)
+    scale = ctx.t(w) if w is not None else ctx.const(torch.ones(c, dtype=dtype), "bn_scale")
+    bias = ctx.t(b) if b is not None else ctx.const(torch.zeros(c, dtype=dtype), "bn_bias")
+    eps = float(_arg(node, 7, "eps", 1e-5))
+    return ctx.add("BatchNormalization", [ctx.t(x), scale, bias, ctx.t(mean), ctx.t(var)], node, epsilon=eps)
+
+
+@converts(aten.softmax.int, aten._softmax.default,
+          check=lambda n: "softmax with a dtype argument" if n.target == aten.softmax.int and _arg(n, 2, "dtype")
+          is not None else None)
+def softmax(ctx, node):
+    return ctx.add("Softmax", [ctx.t(node.args[0])], node, axis=int(node.args[1]))
+
+
+def _sdpa_check(node):
+    if _arg(node, 3, "attn_mask") is not None:
+        return "scaled_dot_product_attention with attn_mask"
+    if float(_arg(node, 4, "dropout_p", 0.0)) != 0.0:
+        return "scaled_dot_product_attention with dropout"
+    if _arg(node, 5, "is_causal", False):
+        return "causal scaled_dot_product_attention"
+    if node.kwargs.get("enable_gqa", False):
+        return "grouped-query scaled_dot_product_attention"
+    return None
+
+
+@converts(aten.scaled_dot_product_attention.default, check=_sdpa_check)
+def sdpa(ctx, node):
+    """softmax(q·kᵀ·scale)·v, scale = 1/√d unless given."""
+    q, k, v = node.args[:3]
+    rank, d = len(ctx.shape(q)), ctx.shape(q)[-1]
+    scale = node.kwargs.get("scale") or 1.0 / float(d) ** 0.5
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    kt = ctx.add("Transpose", [ctx.t(k)], None, perm=perm)
+    s = ctx.add("MatMul", [ctx.t(q), kt], None)
+    s = ctx.add("Mul", [s, ctx.const(torch.tensor(scale, dtype=ctx.dtype(q)), "sdpa_scale")], None)
+    p = ctx.add("Softmax", [s], None, axis=-1)
+    return ctx.add("MatMul", [p, ctx.t(v)], node)
+
+
+# ---- shapes ---------------------------------------------------------------------------------------------------------
+@converts(aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.flatten.using_ints,
+          aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default)
+def reshape(ctx, node):
+    """Every reshape-like op becomes Reshape to the node's traced (static) output shape."""
+    shape = torch.tensor(list(ctx.shape(node)), dtype=torch.int64)
+    return ctx.add("Reshape", [ctx.t(node.args[0]), ctx.const(shape, "shape")], node)
+
+
+@converts(aten.permute.default)
+def permute(ctx, node):
+    rank = len(ctx.shape(node.args[0]))
+    return ctx.add("Transpose", [ctx.t(node.args[0])], node, perm=[int(d) % rank for d in node.args[1]])
+
+
+@converts(aten.transpose.int, aten.t.default)
+def transpose(ctx, node):
+    rank = len(ctx.shape(node.args[0]))
+    perm = list(range(rank))
+    a, b = (int(node.args[1]) % rank, int(node.args[2]) % rank) if len(node.args) > 2 else (0, rank - 1)
+    perm[a], perm[b] = perm[b], perm[a]
+    return ctx.add("Transpose", [ctx.t(node.args[0])], node, perm=perm)
+
+
+@converts(aten.cat.default)
+def cat(ctx, node):
+    axis = int(_arg(node, 1, "dim", 0)) % len(ctx.shape(node))
+    return ctx.add("Concat", [ctx.t(a) for a in node.args[0]], node, axis=axis)
+
+
+@converts(aten.clone.default, aten.contiguous.default, aten.alias.default,
+          aten.dropout.default, check=lambda n: "dropout in training mode" if n.target == aten.dropout.default
+          and _arg(n, 2, "train") else None)
+def identity(ctx, node):
+    return ctx.add("Identity", [ctx.t(node.args[0])], node)
+
+
+@converts(aten.embedding.default)
+def embedding(ctx, node):
+    return ctx.add("Gather", [ctx.t(node.args[0]), ctx.t(node.args[1])], node, axis=0)
+
+
+# ---- pooling --------------------------------------------------------------------------------------------------------
+@converts(aten.max_pool2d.default)
+def max_pool2d(ctx, node):
+    k = _pair(node.args[1])
+    s = _pair(_arg(node, 2, "stride", []) or k)
+    p, d = _pair(_arg(node, 3, "padding", 0)), _pair(_arg(node, 4, "dilation", 1))
+    return ctx.add("MaxPool", [ctx.t(node.args[0])], node, kernel_shape=k, strides=s, pads=p + p, dilations=d,
+                   ceil_mode=int(bool(_arg(node, 5, "ceil_mode", False))))
+
+
+@converts(aten.avg_pool2d.default, check=lambda n: "avg_pool2d with divisor_override"
+          if _arg(n, 6, "divisor_override") is not None else None)
+def avg_pool2d(ctx, node):
+    k = _pair(node.args[1])
+    s = _pair(_arg(node, 2, "stride", []) or k)
+    p = _pair(_arg(node, 3, "padding", 0))
+    return ctx.add("AveragePool", [ctx.t(node.args[0])], node, kernel_shape=k, strides=s, pads=p + p,
+                   ceil_mode=int(bool(_arg(node, 4, "ceil_mode", False))),
+                   count_include_pad=int(bool(_arg(node, 5, "count_include_pad", True))))
+
+
+@converts(aten.adaptive_avg_pool2d.default, aten.mean.dim, check=lambda n: None if (
+    list(n.args[1]) == [1, 1] if n.target == aten.adaptive_avg_pool2d.default
+    else sorted(int(d) % 4 for d in n.args[1]) == [2, 3] and _arg(n, 2, "keepdim", False)
+    and len(n.args[0].meta["val"].shape) == 4) else "only global average pooling (output 1x1) converts")
+def global_avg_pool(ctx, node):
+    return ctx.add("GlobalAveragePool", [ctx.t(node.args[0])], node)
