@@ -246,3 +246,16 @@ def avg_pool2d(ctx, node):
     and len(n.args[0].meta["val"].shape) == 4) else "only global average pooling (output 1x1) converts")
 def global_avg_pool(ctx, node):
     return ctx.add("GlobalAveragePool", [ctx.t(node.args[0])], node)
+
+
+@converts(aten.slice.Tensor)
+def slice_(ctx, node):
+    """x[..., start:end:step, ...] on one dim → Slice with the bounds clamped to the traced size."""
+    dim = int(_arg(node, 1, "dim", 0))
+    size = ctx.shape(node.args[0])[dim]
+    start, end = _arg(node, 2, "start"), _arg(node, 3, "end")
+    start = 0 if start is None else max(-size, min(int(start), size))
+    end = size if end is None else max(-size, min(int(end), size))
+    i64 = lambda v: ctx.const(torch.tensor([v], dtype=torch.int64), "slice")  # noqa: E731
+    ins = [ctx.t(node.args[0]), i64(start), i64(end), i64(dim), i64(int(_arg(node, 4, "step", 1)))]
+    return ctx.add("Slice", ins, node)
