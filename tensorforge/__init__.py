@@ -56,11 +56,33 @@ def _dynamo_backend(gm, example_inputs, **kwargs):
 
 
 def _register_dynamo_backend() -> None:
-    """Name the backend for dynamo when torch is already loaded (else `import tensorforge.frontend_torch` does)."""
-    if "torch" in sys.modules:
-        from torch._dynamo.backends.registry import _BACKENDS, register_backend
-        if "tensorforge" not in _BACKENDS:
-            register_backend(_dynamo_backend, name="tensorforge")
+    from torch._dynamo.backends.registry import _BACKENDS, register_backend
+    if "tensorforge" not in _BACKENDS:
+        register_backend(_dynamo_backend, name="tensorforge")
 
 
-_register_dynamo_backend()
+class _WhenDynamoLoads:
+    """A sys.meta_path finder that names the backend right after dynamo's registry module is executed, so that
+    `import tensorforge` costs nothing here and `torch.compile(backend="tensorforge")` still finds it."""
+
+    _NAME = "torch._dynamo.backends.registry"
+
+    def find_spec(self, name, path, target=None):
+        if name != self._NAME:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                _register_dynamo_backend()
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+if "torch._dynamo.backends.registry" in sys.modules:
+    _register_dynamo_backend()
+elif not any(isinstance(f, _WhenDynamoLoads) for f in sys.meta_path):
+    sys.meta_path.insert(0, _WhenDynamoLoads())

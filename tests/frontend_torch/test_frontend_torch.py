@@ -203,3 +203,23 @@ def test_load_module_rejects_a_foreign_folder(tmp_path):
 def test_unknown_option_is_a_usage_error():
     with pytest.raises(UsageError, match="unknown tensorforge option"):
         tfg.compile(nn.ReLU(), (torch.randn(2),), fp61=True)
+
+
+def test_options_reach_the_backend():
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown tensorforge option"):
+        torch.compile(nn.Linear(2, 2), backend="tensorforge", options={"fp61": True})(torch.randn(1, 2))
+
+
+def test_import_tensorforge_names_the_backend_without_loading_dynamo():
+    script = ("import sys, tensorforge, torch\n"
+              "assert 'torch._dynamo' not in sys.modules\n"
+              "m = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh()).eval(); x = torch.randn(2, 4)\n"
+              "y = torch.compile(m, backend='tensorforge')(x)\n"
+              "from tensorforge.frontend_torch import last_report\n"
+              "assert last_report().engines == 1\n"
+              "torch.testing.assert_close(y, m(x), rtol=1e-4, atol=1e-5)\n"
+              "print('BACKEND OK')\n")
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1"})
+    assert res.returncode == 0 and "BACKEND OK" in res.stdout, res.stderr[-2000:]
