@@ -152,6 +152,8 @@ def test_weights_are_shared_not_copied():
     ptrs = {t.untyped_storage().data_ptr() for t in net.constants.values()}
     assert m.conv1.weight.untyped_storage().data_ptr() in ptrs
     assert m.fc.weight.untyped_storage().data_ptr() in ptrs
+    built = tfg.compile(m, (x,)).runner.engine.data.constants.values()   # CPU fp32: fc kept, convs BN-folded
+    assert m.fc.weight.untyped_storage().data_ptr() in {t.untyped_storage().data_ptr() for t in built}
 
 
 def test_scalar_operands_and_rsub():
