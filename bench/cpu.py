@@ -178,14 +178,16 @@ def main(argv=None) -> int:
               f"{row['ratio']:.2f}  max|diff| {diff:.1e}{'' if ok else ' MISMATCH'}  overhead "
               f"{over['per_layer_us']:.1f} µs/layer ({over['pct']:.1f} %)", flush=True)
         del ctx, engine, sess
-    slowest = max(rows, key=lambda r: r["ratio"])["model"] if rows else None
+    ranked = [r["model"] for r in sorted(rows, key=lambda r: -r["ratio"])]
+    slowest = ranked[0] if ranked else None
     res = {"environment": {"machine": platform.machine(), "processor": platform.processor(), "threads": THREADS,
                            "torch": torch.__version__, "onnxruntime": ort.__version__, "tensorforge": tfg.__version__,
                            "blocks": args.blocks, "block_ms": args.block_ms, "timing": "alternating blocks, one process",
                            "loadavg_before": [round(x, 2) for x in load_before],
                            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                            "loadavg_after": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()},
-           "rows": rows, "slowest": slowest, "slowest_profile": profiles.get(slowest, [])}
+           "rows": rows, "slowest": slowest, "slowest_profile": profiles.get(slowest, []),
+           "profiles": {m: profiles[m] for m in ranked[:3]}}
     os.makedirs(args.out_dir, exist_ok=True)
     stem = f"cpu-{platform.machine()}"
     with open(os.path.join(args.out_dir, f"{stem}.json"), "w") as f:
@@ -207,11 +209,11 @@ def main(argv=None) -> int:
                   f"{r['tensorforge']['median_ms']:.3f} ±{r['tensorforge']['spread_pct']:.0f}% | {r['ratio']:.2f} | "
                   f"{r['max_abs_diff']:.1e} | {'yes' if r['matches'] else 'NO'} | {o['per_layer_us']:.1f} ({o['pct']:.1f}%) | "
                   f"{r['device_layers']} | {top} |")
-    if slowest:
-        md += ["", f"## Per-layer profile of the slowest ratio: {slowest}", "",
+    for rank, m in enumerate(ranked[:3]):
+        md += ["", f"## Per-layer profile, {'slowest' if rank == 0 else f'slowest #{rank + 1}'} ratio: {m}", "",
                "| layer | op | tactic | median ms | % of kernel time |", "| --- | --- | --- | --- | --- |"]
         md += [f"| {x['layer']} | {x['op']} | {x['tactic']} | {x['median_ms']:.3f} | {x['pct']:.1f} |"
-               for x in res["slowest_profile"]]
+               for x in profiles[m]]
     with open(os.path.join(args.out_dir, f"{stem}.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))
