@@ -53,6 +53,9 @@ def _loop_reference(feeds, model_bytes):
         return tfg.build(model_bytes, device="cpu", optimization_level=0).run(dict(feeds))["y"]
 
 
+DEVICE = os.environ.get("SMOKE_DEVICE", "cuda")      # SMOKE_DEVICE=cpu: the same checks on the CPU
+
+
 def main() -> int:
     checks = []
     torch.manual_seed(0)
