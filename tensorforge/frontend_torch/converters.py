@@ -240,10 +240,8 @@ def avg_pool2d(ctx, node):
                    count_include_pad=int(bool(_arg(node, 5, "count_include_pad", True))))
 
 
-@converts(aten.adaptive_avg_pool2d.default, aten.mean.dim, check=lambda n: None if (
-    list(n.args[1]) == [1, 1] if n.target == aten.adaptive_avg_pool2d.default
-    else sorted(int(d) % 4 for d in n.args[1]) == [2, 3] and _arg(n, 2, "keepdim", False)
-    and len(n.args[0].meta["val"].shape) == 4) else "only global average pooling (output 1x1) converts")
+@converts(aten.adaptive_avg_pool2d.default, check=lambda n: None if list(n.args[1]) == [1, 1]
+          else "adaptive_avg_pool2d to a size other than 1x1")
 def global_avg_pool(ctx, node):
     return ctx.add("GlobalAveragePool", [ctx.t(node.args[0])], node)
 

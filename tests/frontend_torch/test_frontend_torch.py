@@ -225,3 +225,30 @@ def test_import_tensorforge_names_the_backend_without_loading_dynamo():
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1"})
     assert res.returncode == 0 and "BACKEND OK" in res.stdout, res.stderr[-2000:]
+
+
+class Misc(nn.Module):
+    """split/chunk/unbind with getitem, an RMSNorm (pow, mean, rsqrt), clamp, hardtanh, leaky_relu, casts,
+    select, expand, sum, amax."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(12))
+
+    def forward(self, x):                                 # x: (2, 3, 12)
+        a, b = x.chunk(2, dim=-1)
+        c, d, e = x.split([2, 4, 6], dim=2)
+        rows = x.unbind(1)
+        rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
+        y = torch.cat([a * b.clamp(-0.5, 0.7), F.hardtanh(c), F.leaky_relu(d, 0.2)], dim=-1)
+        z = rows[0] + rows[2] + x.select(1, 1) + x.sum(1) - x.amax(dim=1)
+        return y + rms, z + self.w[:1].expand(2, 12), e.half().float() * 3
+
+
+def test_more_ops_match_eager():
+    m, x = Misc(), torch.randn(2, 3, 12)
+    c = tfg.compile(m, (x,))
+    assert c.graph_breaks == [], c.graph_breaks
+    with torch.no_grad():
+        for got, want in zip(c(x), m(x)):
+            torch.testing.assert_close(got, want, **TOL)

@@ -1,0 +1,136 @@
+"""More of the aten → IR table: multi-output ops (split, chunk, unbind) with getitem, reductions, clamps,
+powers, casts and expand. Registered into converters.TABLE on import (frontend_torch/__init__.py)."""
+
+import operator
+
+import torch
+
+from ..ir import dtype_name
+from .converters import Unsupported, _arg, converts, unsupported_reason
+
+aten = torch.ops.aten
+
+
+def _i64(ctx, values, what):
+    return ctx.const(torch.tensor(list(values), dtype=torch.int64), what)
+
+
+def _slices(ctx, node, dim, sizes, squeeze=False):
+    """One Slice per piece along `dim` (a Reshape drops the dim for unbind); returns the list of names."""
+    x, shape, out, start = ctx.t(node.args[0]), ctx.shape(node.args[0]), [], 0
+    dim %= len(shape)
+    for size in sizes:
+        y = ctx.add("Slice", [x, _i64(ctx, [start], "start"), _i64(ctx, [start + size], "end"),
+                              _i64(ctx, [dim], "axis")], None)
+        if squeeze:
+            y = ctx.add("Reshape", [y, _i64(ctx, shape[:dim] + shape[dim + 1:], "shape")], None)
+        out.append(y)
+        start += size
+    return out
+
+
+@converts(aten.split.Tensor, aten.chunk.default)
+def split(ctx, node):
+    dim, n = int(_arg(node, 2, "dim", 0)), ctx.shape(node.args[0])[int(_arg(node, 2, "dim", 0))]
+    step = int(node.args[1]) if node.target == aten.split.Tensor else -(-n // int(node.args[1]))
+    return _slices(ctx, node, dim, [min(step, n - s) for s in range(0, n, step)])
+
+
+@converts(aten.split_with_sizes.default)
+def split_with_sizes(ctx, node):
+    return _slices(ctx, node, int(_arg(node, 2, "dim", 0)), [int(s) for s in node.args[1]])
+
+
+@converts(aten.unbind.int)
+def unbind(ctx, node):
+    dim = int(_arg(node, 1, "dim", 0))
+    return _slices(ctx, node, dim, [1] * ctx.shape(node.args[0])[dim], squeeze=True)
+
+
+def _getitem_check(node):
+    src = node.args[0]
+    if not isinstance(src, torch.fx.Node) or src.op != "call_function" or unsupported_reason(src) is not None:
+        return "getitem of a value that does not convert"
+    return None
+
+
+@converts(operator.getitem, check=_getitem_check)
+def getitem(ctx, node):
+    values = ctx.names[node.args[0].name]
+    if not isinstance(values, list):
+        raise Unsupported("getitem of a single tensor")
+    return values[int(node.args[1])]
+
+
+@converts(aten.select.int)
+def select(ctx, node):
+    dim = int(node.args[1]) % len(ctx.shape(node.args[0]))
+    index = ctx.const(torch.tensor(int(node.args[2]), dtype=torch.int64), "index")
+    return ctx.add("Gather", [ctx.t(node.args[0]), index], node, axis=dim)
+
+
+def _reduce(op):
+    def fn(ctx, node):
+        rank = len(ctx.shape(node.args[0]))
+        dims = _arg(node, 1, "dim")
+        dims = list(range(rank)) if not dims else [int(d) % rank for d in dims]
+        keep = int(bool(_arg(node, 2, "keepdim", False)))
+        if op == "ReduceMean" and rank == 4 and sorted(dims) == [2, 3] and keep:
+            return ctx.add("GlobalAveragePool", [ctx.t(node.args[0])], node)
+        return ctx.add(op, [ctx.t(node.args[0]), _i64(ctx, dims, "axes")], node, keepdims=keep)
+    return fn
+
+
+_no_dtype = lambda n: "reduction with a dtype argument" if n.kwargs.get("dtype") is not None else None  # noqa: E731
+converts(aten.mean.dim, check=_no_dtype)(_reduce("ReduceMean"))
+converts(aten.sum.dim_IntList, check=_no_dtype)(_reduce("ReduceSum"))
+converts(aten.amax.default)(_reduce("ReduceMax"))
+
+
+@converts(aten.clamp.default, aten.hardtanh.default)
+def clamp(ctx, node):
+    lo_d, hi_d = (None, None) if node.target == aten.clamp.default else (-1.0, 1.0)
+    lo, hi = _arg(node, 1, "min", lo_d), _arg(node, 2, "max", hi_d)
+    bound = lambda v: "" if v is None else ctx.t(v, like=node)  # noqa: E731
+    ins = [ctx.t(node.args[0]), bound(lo), bound(hi)]
+    while ins and ins[-1] == "":
+        ins.pop()
+    return ctx.add("Clip", ins, node)
+
+
+@converts(aten.leaky_relu.default)
+def leaky_relu(ctx, node):
+    return ctx.add("LeakyRelu", [ctx.t(node.args[0])], node, alpha=float(_arg(node, 1, "negative_slope", 0.01)))
+
+
+@converts(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor)
+def pow_(ctx, node):
+    return ctx.add("Pow", [ctx.t(node.args[0]), ctx.t(node.args[1], like=node)], node)
+
+
+@converts(aten.rsqrt.default)
+def rsqrt(ctx, node):
+    return ctx.add("Reciprocal", [ctx.add("Sqrt", [ctx.t(node.args[0])], None)], node)
+
+
+def _cast_check(node):
+    extra = set(node.kwargs) - {"dtype", "layout", "device", "pin_memory", "memory_format", "copy", "non_blocking"}
+    if extra or node.kwargs.get("device") is not None and node.kwargs["device"] != node.args[0].meta["val"].device:
+        return "a copy to another device"
+    return None
+
+
+@converts(aten._to_copy.default, aten.to.dtype, check=_cast_check)
+def cast(ctx, node):
+    return ctx.add("Cast", [ctx.t(node.args[0])], node, to=dtype_name(ctx.dtype(node)))
+
+
+@converts(aten.expand.default)
+def expand(ctx, node):
+    return ctx.add("Expand", [ctx.t(node.args[0]), _i64(ctx, ctx.shape(node), "shape")], node)
+
+
+@converts(aten._assert_tensor_metadata.default)
+def assert_metadata(ctx, node):
+    """export's check that a tensor has its traced dtype: the layers were built from those traced dtypes."""
+    return None
