@@ -88,6 +88,8 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict | None = None, name: str 
                 ctx.names[node.name] = net.add_constant(net.unique_name(node.name), constants[node.name])
             else:
                 val = node.meta.get("val")
+                if not isinstance(val, torch.Tensor) and not node.users:
+                    continue                                    # an unused size argument (dynamo's SymInts)
                 if not isinstance(val, torch.Tensor):
                     result.unsupported.append((node.name, "placeholder", "a non-tensor graph input"))
                     continue

@@ -252,3 +252,17 @@ def test_more_ops_match_eager():
     with torch.no_grad():
         for got, want in zip(c(x), m(x)):
             torch.testing.assert_close(got, want, **TOL)
+
+
+def test_dynamic_graph_gets_one_engine_per_shape():
+    """Dynamo makes the batch symbolic at the second shape; each shape then runs its own engine, right."""
+    torch._dynamo.reset()
+    m = _eval(Block())
+    f = torch.compile(m, backend="tensorforge")
+    before = len(ft.reports())
+    with torch.no_grad():
+        for batch in (2, 3, 5, 3):
+            x = torch.randn(batch, 5, 16)
+            torch.testing.assert_close(f(x), m(x), **TOL)
+    new = ft.reports()[before:]
+    assert len(new) == 3 and all(r.engines == 1 and not r.breaks for r in new)    # shapes 2, 3, 5; 3 reused
