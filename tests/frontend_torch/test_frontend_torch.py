@@ -266,3 +266,22 @@ def test_dynamic_graph_gets_one_engine_per_shape():
             torch.testing.assert_close(f(x), m(x), **TOL)
     new = ft.reports()[before:]
     assert len(new) == 3 and all(r.engines == 1 and not r.breaks for r in new)    # shapes 2, 3, 5; 3 reused
+
+
+def test_break_with_several_tensors_crossing_it():
+    class Cross(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(6, 6)
+
+        def forward(self, x):
+            h = self.a(x)
+            g, k = F.relu(h), torch.sigmoid(h)
+            s = torch.cumsum(g, 1) + torch.cumsum(k, 1)          # two engines' outputs into PyTorch ops
+            return torch.tanh(s) * g, k
+    m, x = Cross(), torch.randn(3, 6)
+    with torch.no_grad():
+        out, report = _dynamo(m, x)
+        for got, want in zip(out, m(x)):
+            torch.testing.assert_close(got, want, **TOL)
+    assert sorted(op for _, op, _ in report.breaks) == ["aten.cumsum.default"] * 2 and report.engines >= 2
