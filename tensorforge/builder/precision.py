@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..ir import Layer, Network, TensorInfo, dtype_name, get_spec
-from ..ir.interpret import propagate
+from ..ir.interpret import InferenceFailure, propagate
 
 CONVERTIBLE = (torch.float32, torch.float16, torch.bfloat16)
 _QUANTIZED = {"QuantizedConv", "QuantizedConvTranspose", "QuantizedMatMul"}    # read their float inputs as float32
@@ -163,15 +163,32 @@ def _output_types(net: Network, plan: PrecisionPlan, env: dict, report: Precisio
     return added
 
 
+def _propagate_until_failure(net: Network, point: dict, max_fold: int):
+    """(env, None) for the whole network, or (env of the layers before the first failing one, its InferenceFailure):
+    after the constants of an fp16 layer are converted, its float32 activation input cannot be evaluated with them
+    until the cast is in place, so the casts of that layer are judged on the tensors before it."""
+    env = {name: torch.empty(point[name], dtype=net.tensors[name].dtype, device="meta") for name in net.inputs}
+    env.update(net.constants)
+
+    def seen(layer, ins, outs):
+        env.update((n, t) for n, t in zip(layer.outputs, outs) if n)
+    try:
+        return propagate(net, point, max_fold, on_layer=seen), None
+    except InferenceFailure as e:
+        return env, e
+
+
 def _fix_inputs(net: Network, dtypes: dict[str, torch.dtype], point: dict, max_fold: int, report: PrecisionReport):
     made: dict[tuple[str, torch.dtype], str] = {}
-    for _ in range(64):
-        env = propagate(net, point, max_fold)
+    for _ in range(len(net.layers) + 64):
+        env, failed = _propagate_until_failure(net, point, max_fold)
         pending: list[tuple[Layer, int, torch.dtype]] = []
         dirty: set[str] = set()      # outputs whose dtype changes with this round's casts: judged next round
+        deferred = set()             # layers judged next round (an input's dtype changes with this round's casts)
         for layer in net.layers:
             if any(i in dirty for i in layer.inputs if i):
                 dirty.update(o for o in layer.outputs if o)
+                deferred.add(id(layer))
                 continue
             p = dtypes.get(layer.name)
             floats = [k for k in _castable_inputs(layer) if _float(env.get(layer.inputs[k]))]
@@ -182,6 +199,9 @@ def _fix_inputs(net: Network, dtypes: dict[str, torch.dtype], point: dict, max_f
             pending.extend((layer, k, p) for k in fixes)
             if fixes:
                 dirty.update(o for o in layer.outputs if o)
+        if failed is not None and id(failed.layer) not in deferred and \
+                not any(layer is failed.layer for layer, _, _ in pending):
+            raise failed                  # not a dtype mismatch that a cast resolves: the layer's own error
         if not pending:
             return env
         for layer, k, p in pending:
