@@ -40,7 +40,7 @@ def test_zoo_rows_at_every_batch_with_clause_strongest_peer_and_ratios(results):
         tf, eager = row["runners"]["tensorforge"]["median_ms"], row["runners"]["eager"]["median_ms"]
         assert row["ratio_vs_strongest"] == round(tf / eager, 3)
         assert row["ratio_vs_compile_graph"] is None and "freeze+graph" in row["peers_not_run"]
-        assert row["graphs"] is False and row["run"] == "smoke" and row["elapsed_s"] > 0
+        assert row["graphs"] is False and row["run"] == "smoke" and row["elapsed_s"] >= 0   # rounded to 0.1 s: a tiny case can read 0.0
     md = (results / "t.md").read_text()
     assert "| tiny_cnn | 1 | fp16 |" in md and "[≤2e-2 of max & cos≥0.999]" in md and "eager " in md
 
