@@ -87,6 +87,8 @@ class Epilogue(Rule):
         dt, shape = g.dtype(out), g.shape(out)
         if dt is None or not dt.is_floating_point or shape is None:
             return f"{core.op} output is {dt} with shape {shape}"
+        if "res" in m.binds and any(m["res"] in x.outputs for x in m.layers):
+            return f"the residual {m['res']!r} is computed inside the matched layers (x + x): it would vanish"
         if "res" in m.binds and not g.same_shape(m["res"], out):
             return f"the residual {m['res']!r} does not have the output's shape {shape}"
         if not g.same_shape(out, m.root.outputs[0]):
