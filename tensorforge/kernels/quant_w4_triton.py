@@ -13,7 +13,7 @@ import triton.language as tl
 
 from ..ir.ops.low_precision import as_int
 from .registry import tactic, triton_device_reason
-from .triton_gemm import apply_activation
+from .triton_gemm import apply_activation, grouped_tile
 
 CONFIGS = [
     {"BM": 64, "BN": 128, "BK": 32, "G": 8, "stages": 4, "warps": 4},
@@ -26,13 +26,7 @@ CONFIGS = [
 def _w4_kernel(A, W, S, Z, Bias, C, M, N, K, bs, s_am, s_ak, s_wn, s_wk, s_sn, s_sg, s_cm, s_cn, alpha, beta,
                HAS_ZP: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, IEEE: tl.constexpr,
                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, G: tl.constexpr):
-    pid = tl.program_id(0)
-    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
-    per_group = G * num_n
-    first_m = (pid // per_group) * G
-    rows = tl.minimum(num_m - first_m, G)
-    pid_m = first_m + (pid % per_group) % rows
-    pid_n = (pid % per_group) // rows
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, G)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)

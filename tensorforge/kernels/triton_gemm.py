@@ -63,18 +63,23 @@ def apply_activation(y, ACT: tl.constexpr, alpha, beta):
 
 
 @triton.jit
+def grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, G: tl.constexpr):
+    """Program `pid` → its (row tile, column tile), G row tiles at a time: the G programs that share a column tile
+    run together, so that tile of B is read from L2 rather than HBM (grouped launch order)."""
+    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+    per_group = G * num_n
+    first_m = (pid // per_group) * G
+    rows = tl.minimum(num_m - first_m, G)
+    return first_m + (pid % per_group) % rows, (pid % per_group) // rows
+
+
+@triton.jit
 def _gemm_kernel(A, B, Bias, R, C, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_rb, s_rm, s_rn, s_cb, s_cm, s_cn,
                  scale, alpha, beta, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_FIRST: tl.constexpr,
                  ACT: tl.constexpr, PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                  G: tl.constexpr):
-    pid = tl.program_id(0)
     batch = tl.program_id(1).to(tl.int64)
-    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
-    per_group = G * num_n
-    first_m = (pid // per_group) * G
-    group_rows = tl.minimum(num_m - first_m, G)
-    pid_m = first_m + (pid % per_group) % group_rows
-    pid_n = (pid % per_group) // group_rows
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, G)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)

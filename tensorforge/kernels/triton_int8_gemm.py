@@ -22,7 +22,7 @@ import triton.language as tl
 from .quant_common import is_fp8
 from .quant_gemm import GEMM_OPS, gemm_layer_reason, make_gemm_kernel
 from .registry import tactic, triton_device_reason
-from .triton_gemm import apply_activation
+from .triton_gemm import apply_activation, grouped_tile
 
 CONFIGS = [     # int8/fp8 MMA wants K steps of 64–128 bytes
     {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 8},
@@ -69,13 +69,7 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_am, s_ak, s
                   MID: tl.constexpr, OUT: tl.constexpr, OUT2: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                   BK: tl.constexpr,
                   G: tl.constexpr):
-    pid = tl.program_id(0)
-    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
-    per_group = G * num_n
-    first_m = (pid // per_group) * G
-    rows = tl.minimum(num_m - first_m, G)
-    pid_m = first_m + (pid % per_group) % rows
-    pid_n = (pid % per_group) // rows
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, G)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
@@ -161,7 +155,12 @@ def _range(dtype_name: str) -> tuple[float, float]:
     return (0.0, 255.0) if dtype_name == "uint8" else (-128.0, 127.0)
 
 
-def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=None):
+def weight_sums(b8: torch.Tensor) -> torch.Tensor:
+    """Σ_k B[n, k] as int32: the activation zero point's correction term, one value per output channel."""
+    return b8.to(torch.int32).sum(1).to(torch.int32)
+
+
+def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=None, wsum=None):
     """Run the fused kernel on A (M, K), B (N, K) — or, with `geom` (quant_gemm.conv_geometry), on the raw
     convolution input as an implicit GEMM; returns the (M, N) output in the layer's y_dtype."""
     from ..ir import dtype_from_name
@@ -181,7 +180,10 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
         sa = (0, 0)
     out = torch.empty((m, n), dtype=dtype_from_name(at["y_dtype"]), device=a8.device)
     fp8 = is_fp8(a8)
-    wsum = b8.to(torch.int32).sum(1).to(torch.int32) if z8 and not fp8 else out.new_empty(0, dtype=torch.int32)
+    if not (z8 and not fp8):
+        wsum = out.new_empty(0, dtype=torch.int32)
+    elif wsum is None:
+        wsum = weight_sums(b8)
     mult = p.mult.to(a8.device)
     res_kind = 0 if res2 is None else (2 if at["residual_scale"] else 1)
     r = res2 if res2 is not None else out
@@ -224,10 +226,20 @@ def kernel_reason(layer) -> str | None:
 
 
 def build_kernel(layer, cfg, device, interpret=False):
+    sums: dict = {}       # the prepared weight matrix's (pointer, version) → its row sums: once per weight, not per call
+
     def fused(a8, b8, z8, w_zp, bias, res2, post, p, geom=None):
         if w_zp is not None:
             raise ValueError(f"layer {layer.name!r}: uint8 weights (zero point 128) need the torch_int_mm tactic")
-        return launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret, geom)
+        wsum = None
+        if z8 and not is_fp8(b8):
+            key = (b8.data_ptr(), b8._version)
+            wsum = sums.get(key)
+            if wsum is None:
+                wsum = weight_sums(b8)
+                sums.clear()
+                sums[key] = wsum
+        return launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret, geom, wsum)
     return make_gemm_kernel(layer, device, None, fused_epilogue=fused, implicit_conv=bool(cfg.get("IMPLICIT")))
 
 
