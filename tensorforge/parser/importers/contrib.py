@@ -32,11 +32,7 @@ MS = "com.microsoft"
 NOT_SUPPORTED = {
     "MultiHeadAttention": "the same family as Attention (separate or packed Q/K/V, cache, bias); not done yet",
     "GroupQueryAttention": "KV-cache decoding op (past/present buffers, seqlens_k, rotary inside); not done yet",
-    "DynamicQuantizeLSTM": "int8 LSTM whose input and hidden state onnxruntime re-quantizes every step; matching its "
-                           "rounding needs its kernel's exact order; not done yet",
-    "QGemm": "quantized Gemm with optional output quantization (quantize_static on Gemm models); not done yet",
     "QLinearLeakyRelu / QLinearSoftmax / QLinearAveragePool / QLinearWhere": "other QOperator-format ops; not done yet",
-    "FusedConv": "Conv + activation fused by onnxruntime at session time (rarely in files); not done yet",
 }
 
 

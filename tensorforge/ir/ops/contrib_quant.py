@@ -1,0 +1,159 @@
+"""onnxruntime's quantized contrib ops (com.microsoft) with onnxruntime's CPU rounding: QGemm, DynamicQuantizeLSTM.
+
+    QGemm   acc[m, n] = C[m, n] + Σ_k (A[m, k] − a_zp)(B[k, n] − b_zp[n])       exact integers (int32 C broadcast)
+            mult[n]   = float32(float32(alpha · a_scale) · b_scale[n])  ( / y_scale in float32 when y is quantized)
+            Y = float32(acc) · mult[n]                     (float output, no y_scale)
+            Y = sat(round_half_even(float32(acc) · mult[n]) + y_zp)   (quantized output, as MLAS requantizes)
+    DynamicQuantizeLSTM  ONNX LSTM (gates i, o, f, c) whose two GEMMs are integer GEMMs on dynamically quantized
+            inputs, as onnxruntime's kernel (uni_directional_lstm.cc) runs them, per direction:
+              X (all S·B rows at once) and, every step, H_{t−1} (all B rows) → uint8 with
+              scale = (max(v, 0) − min(v, 0)) / 255 (1 when that is 0), zp = round_half_even(−min/scale) in [0, 255],
+              q = sat(round_half_even(v / scale) + zp)
+              G_x = float32(Σ (xq − zx)(W − w_zp)) · float32(sx · w_scale[n]),  the same for H with R
+              then the gates of ONNX LSTM on G_x + G_h + (Wb + Rb), peepholes, clip, input_forget.
+            W (D, I, 4H) and R (D, H, 4H) are int8 (zero point 0) or uint8, scales/zero points (D,) or (D, 4H).
+            onnxruntime splits the batch across threads for B ≥ 2 and quantizes H per chunk; this op quantizes the
+            whole batch at once (= onnxruntime with one intra-op thread, or B = 1).
+Integer sums are exact in float64 (|Σ| < 2^53). Traffic: QGemm reads A, B once and writes Y; the LSTM reads X once,
+W and R once per step (R) / once (W), and writes Y, Y_h, Y_c.
+"""
+
+import torch
+
+from ..opspec import op
+from .rnn import _activations
+
+
+def _zp(z, like, n=None):
+    if z is None:
+        return torch.zeros((), dtype=torch.float64, device=like.device)
+    return z.to(like.device).to(torch.float64).reshape(-1 if z.numel() > 1 else ())
+
+
+def qgemm_multiplier(a_scale, b_scale, y_scale, alpha: float) -> torch.Tensor:
+    """(N,) or () float32: alpha · a_scale · b_scale[n] (left to right in float32), divided by y_scale if given."""
+    m = torch.tensor(alpha, dtype=torch.float32) * a_scale.float().reshape(()).cpu()
+    m = m.to(b_scale.device) * b_scale.float().reshape(-1 if b_scale.numel() > 1 else ())
+    if y_scale is not None:
+        m = m / y_scale.float().reshape(()).to(m.device)
+    return m
+
+
+def qgemm_epilogue(acc: torch.Tensor, mult: torch.Tensor, y_zero_point) -> torch.Tensor:
+    """acc (M, N) exact integers (any dtype) → float32 Y, or quantized Y in y_zero_point's dtype."""
+    v = acc.float() * mult.to(acc.device)
+    if y_zero_point is None:
+        return v
+    info = torch.iinfo(y_zero_point.dtype)
+    q = torch.round(v) + y_zero_point.to(acc.device).to(torch.float32).reshape(())
+    return q.clamp(info.min, info.max).to(y_zero_point.dtype)
+
+
+def _qgemm_infer(a, a_scale, a_zp, b, b_scale, b_zp, c=None, y_scale=None, y_zp=None, *, alpha=1.0, transA=0,
+                 transB=0):
+    m = a.shape[1] if transA else a.shape[0]
+    n = b.shape[0] if transB else b.shape[1]
+    return torch.empty(m, n, dtype=torch.float32 if y_zp is None else y_zp.dtype, device="meta")
+
+
+@op("QGemm", attrs={"alpha": 1.0, "transA": 0, "transB": 0}, infer=_qgemm_infer)
+def qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=None, y_zero_point=None, *,
+          alpha=1.0, transA=0, transB=0):
+    """com.microsoft QGemm (module doc): A (M, K) (or (K, M) with transA), B (K, N) (or (N, K) with transB)."""
+    a2 = a.t() if transA else a
+    b2 = b.t() if transB else b
+    acc = (a2.to(torch.float64) - _zp(a_zero_point, a2)) @ (b2.to(torch.float64) - _zp(b_zero_point, b2))
+    if c is not None:
+        acc = acc + c.to(acc.device).to(torch.float64)
+    if y_scale is not None and y_zero_point is None:
+        raise ValueError("QGemm with y_scale needs y_zero_point (onnxruntime's kernel requires both)")
+    return qgemm_epilogue(acc, qgemm_multiplier(a_scale, b_scale, y_scale, alpha), y_zero_point)
+
+
+def dynamic_quantize_uint8(v: torch.Tensor):
+    """onnxruntime's per-tensor uint8 quantization of float32 v (module doc) → (q as float64, scale, zero point)."""
+    hi = torch.clamp(v.max(), min=0.0)
+    lo = torch.clamp(v.min(), max=0.0)
+    scale = torch.where(hi == lo, torch.ones_like(hi), (hi - lo) / 255.0)
+    zp = torch.round(torch.clamp(0.0 - lo / scale, 0.0, 255.0))
+    q = torch.clamp(torch.round(v / scale) + zp, 0.0, 255.0)
+    return q.to(torch.float64), scale, zp.to(torch.float64)
+
+
+def exact_int_matmul(aq: torch.Tensor, a_zp, w: torch.Tensor, w_zp) -> torch.Tensor:
+    """Σ_k (aq − a_zp)(w[k, n] − w_zp[n]) exactly, in float64: aq (M, K) float64 integers, w (K, N) 8-bit."""
+    return (aq - a_zp) @ (w.to(torch.float64) - w_zp)
+
+
+def lstm_quantized_gemm(v, w, w_scale, w_zp, imatmul=exact_int_matmul) -> torch.Tensor:
+    """float32 v (M, K) quantized dynamically, times the 8-bit weights (K, N): float32 (M, N) (module doc)."""
+    q, s, z = dynamic_quantize_uint8(v)
+    return imatmul(q, z, w, w_zp).float() * (s * w_scale)
+
+
+def _direction(x, w, r, bias, h, c, p, ws, wz, rs, rz, acts, clip, input_forget, imatmul):
+    """One direction over all steps (x already in step order): returns Y (S, B, H), H_n, C_n."""
+    steps, batch, _ = x.shape
+    hd = r.shape[0]
+    f, g, hfn = acts
+    gx = lstm_quantized_gemm(x.reshape(steps * batch, -1), w, ws, wz, imatmul).reshape(steps, batch, -1)
+    b = bias[:4 * hd] + bias[4 * hd:] if bias is not None else torch.zeros(4 * hd, device=x.device)
+    pi, po, pf = p.split(hd) if p is not None else (None, None, None)
+    cl = (lambda t: t.clamp(-clip, clip)) if clip is not None else (lambda t: t)
+    ys = []
+    for t in range(steps):
+        pre = gx[t] + lstm_quantized_gemm(h, r, rs, rz, imatmul)
+        gi, go, gf, gc = pre.split(hd, dim=1)
+        bi, bo, bf, bc = b.split(hd)
+        i = f(cl(gi + (pi * c if pi is not None else 0) + bi))
+        fg = 1 - i if input_forget else f(cl(gf + (pf * c if pf is not None else 0) + bf))
+        c = fg * c + i * g(cl(gc + bc))
+        o = f(cl(go + (po * c if po is not None else 0) + bo))
+        h = o * hfn(c)
+        ys.append(h)
+    return torch.stack(ys), h, c
+
+
+def _per_dir(t, d, n):
+    """Direction d's scale or zero point: () per tensor, (n,) per channel (from (D,) or (D, n))."""
+    return t[d].reshape(-1) if t.dim() == 2 else t[d].reshape(())
+
+
+_LSTM_ATTRS = {"activation_alpha": None, "activation_beta": None, "activations": None, "clip": None,
+               "direction": "forward", "hidden_size": None, "input_forget": 0}
+
+
+def run_dynamic_quantize_lstm(inputs: list, attrs: dict, imatmul=exact_int_matmul):
+    """DynamicQuantizeLSTM with the integer GEMM `imatmul` (the reference's float64 one, or a tactic's)."""
+    x, w, r, b, seq_lens, h0s, c0s, p, w_scale, w_zp, r_scale, r_zp = (list(inputs) + [None] * 12)[:12]
+    if seq_lens is not None:
+        raise ValueError("DynamicQuantizeLSTM with sequence_lens is not supported")
+    direction = attrs.get("direction", "forward")
+    dirs = 2 if direction == "bidirectional" else 1
+    acts = _activations(attrs.get("activations"), attrs.get("activation_alpha"), attrs.get("activation_beta"), 3,
+                        dirs, ["Sigmoid", "Tanh", "Tanh"])
+    batch, hd = x.shape[1], r.shape[1]
+    xf = x.float()
+    outs, hs, cs = [], [], []
+    for d in range(dirs):
+        reverse = direction == "reverse" or d == 1
+        h0 = h0s[d].float() if h0s is not None else torch.zeros(batch, hd, device=x.device)
+        c0 = c0s[d].float() if c0s is not None else torch.zeros(batch, hd, device=x.device)
+        four = 4 * hd
+        y, h, c = _direction(xf.flip(0) if reverse else xf, w[d], r[d], b[d].float() if b is not None else None,
+                             h0, c0, p[d].float() if p is not None else None,
+                             _per_dir(w_scale.float(), d, four), _per_dir(w_zp.to(torch.float64), d, four),
+                             _per_dir(r_scale.float(), d, four), _per_dir(r_zp.to(torch.float64), d, four),
+                             acts[d], attrs.get("clip"), attrs.get("input_forget", 0), imatmul)
+        outs.append(y.flip(0) if reverse else y)
+        hs.append(h)
+        cs.append(c)
+    return torch.stack(outs, dim=1).to(x.dtype), torch.stack(hs).to(x.dtype), torch.stack(cs).to(x.dtype)
+
+
+@op("DynamicQuantizeLSTM", attrs=dict(_LSTM_ATTRS))
+def dynamic_quantize_lstm(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None,
+                          w_scale=None, w_zero_point=None, r_scale=None, r_zero_point=None, **attrs):
+    """com.microsoft DynamicQuantizeLSTM (module doc); X (S, B, I) → Y (S, D, B, H), Y_h, Y_c (D, B, H)."""
+    return run_dynamic_quantize_lstm([x, w, r, b, sequence_lens, initial_h, initial_c, p, w_scale, w_zero_point,
+                                      r_scale, r_zero_point], attrs)

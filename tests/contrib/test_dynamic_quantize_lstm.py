@@ -1,0 +1,141 @@
+"""com.microsoft DynamicQuantizeLSTM against onnxruntime (rtol 1e-3, atol 1e-4): LSTM models quantized by
+onnxruntime's own quantize_dynamic (per tensor and per channel; forward, reverse, bidirectional; initial states),
+hand-built nodes for uint8 weights, peepholes, clip and input_forget, the int_mm tactic against the float64
+reference, and refusals with a reason.
+
+onnxruntime splits a batch of B ≥ 2 across its intra-op threads and quantizes H per chunk; the op quantizes the
+whole batch (= onnxruntime with one thread), so batched cases compare with a one-thread session."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+import tensorforge as tfg
+from oracle import assert_close
+from tensorforge.api.high_level import Engine
+from tensorforge.engine import from_bytes
+from tensorforge.ir import get_spec
+from tensorforge.util.errors import UnsupportedOpError
+
+quantization = pytest.importorskip("onnxruntime.quantization")
+RNG = np.random.default_rng(11)
+F = TensorProto.FLOAT
+
+
+def _ort(model: bytes, feeds: dict) -> dict:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+
+def _check(model, feeds):
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    want = _ort(data, feeds)
+    engine = tfg.build(data, device="cpu")
+    assert_close(engine.run(dict(feeds)), want, 1e-3, 1e-4, "built: ")
+    assert_close(Engine(from_bytes(engine.serialize()), "cpu").run(dict(feeds)), want, 1e-3, 1e-4, "reloaded: ")
+    return engine
+
+
+def _lstm_model(seq, batch, inp, hid, direction="forward", with_states=False, with_bias=True):
+    d = 2 if direction == "bidirectional" else 1
+    inits = {"W": (RNG.normal(size=(d, 4 * hid, inp)) * 0.4).astype(np.float32),
+             "R": (RNG.normal(size=(d, 4 * hid, hid)) * 0.4).astype(np.float32),
+             "B": (RNG.normal(size=(d, 8 * hid)) * 0.2).astype(np.float32)}
+    ins = ["x", "W", "R", "B" if with_bias else ""]
+    graph_inputs = [helper.make_tensor_value_info("x", F, [seq, batch, inp])]
+    if with_states:
+        ins += ["", "h0", "c0"]
+        graph_inputs += [helper.make_tensor_value_info(n, F, [d, batch, hid]) for n in ("h0", "c0")]
+    node = helper.make_node("LSTM", ins, ["y", "y_h", "y_c"], hidden_size=hid, direction=direction)
+    g = helper.make_graph([node], "lstm", graph_inputs,
+                          [helper.make_tensor_value_info(n, F, None) for n in ("y", "y_h", "y_c")],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items() if k in ins])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 9
+    return m
+
+
+def _feeds(seq, batch, inp, hid, d, with_states):
+    feeds = {"x": RNG.normal(size=(seq, batch, inp)).astype(np.float32)}
+    if with_states:
+        feeds["h0"] = (RNG.normal(size=(d, batch, hid)) * 0.5).astype(np.float32)
+        feeds["c0"] = (RNG.normal(size=(d, batch, hid)) * 0.5).astype(np.float32)
+    return feeds
+
+
+@pytest.mark.parametrize("per_channel,direction,batch,with_states", [
+    (False, "forward", 1, False), (True, "forward", 3, False), (True, "reverse", 2, True),
+    (False, "bidirectional", 2, True), (True, "bidirectional", 1, False)])
+def test_dynamic_quantize_lstm_from_quantize_dynamic(tmp_path, per_channel, direction, batch, with_states):
+    seq, inp, hid = 6, 10, 8
+    src, dst = tmp_path / "lstm.onnx", tmp_path / "lstm_q.onnx"
+    onnx.save(_lstm_model(seq, batch, inp, hid, direction, with_states), src)
+    quantization.quantize_dynamic(str(src), str(dst), per_channel=per_channel,
+                                  weight_type=quantization.QuantType.QInt8, op_types_to_quantize=["LSTM"])
+    q = onnx.load(dst)
+    assert [n.op_type for n in q.graph.node] == ["DynamicQuantizeLSTM"], [n.op_type for n in q.graph.node]
+    _check(q, _feeds(seq, batch, inp, hid, 2 if direction == "bidirectional" else 1, with_states))
+
+
+def _dq_node_model(seq, batch, inp, hid, *, uint8=False, peephole=False, attrs=None, per_channel=True):
+    """A hand-built DynamicQuantizeLSTM: weights (D, I, 4H) / (D, H, 4H) as onnxruntime's quantizer lays them out."""
+    np_t = np.uint8 if uint8 else np.int8
+    lo, hi = (0, 256) if uint8 else (-127, 128)
+    cols = (1, 4 * hid) if per_channel else (1,)
+    zp = np.full(cols, 128 if uint8 else 0, np_t)
+    inits = {"W": RNG.integers(lo, hi, (1, inp, 4 * hid)).astype(np_t),
+             "R": RNG.integers(lo, hi, (1, hid, 4 * hid)).astype(np_t),
+             "B": (RNG.normal(size=(1, 8 * hid)) * 0.2).astype(np.float32),
+             "P": (RNG.normal(size=(1, 3 * hid)) * 0.3).astype(np.float32),
+             "ws": (RNG.random(cols) * 0.004 + 0.002).astype(np.float32), "wz": zp,
+             "rs": (RNG.random(cols) * 0.004 + 0.002).astype(np.float32), "rz": zp.copy()}
+    ins = ["x", "W", "R", "B", "", "", "", "P" if peephole else "", "ws", "wz", "rs", "rz"]
+    node = helper.make_node("DynamicQuantizeLSTM", ins, ["y", "y_h", "y_c"], domain="com.microsoft",
+                            hidden_size=hid, **(attrs or {}))
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", F, [seq, batch, inp])],
+                          [helper.make_tensor_value_info(n, F, None) for n in ("y", "y_h", "y_c")],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items() if k in ins])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 9
+    return m, {"x": RNG.normal(size=(seq, batch, inp)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("kw", [dict(uint8=True), dict(peephole=True), dict(attrs={"clip": 0.5}),
+                                dict(attrs={"input_forget": 1}, per_channel=False), dict(uint8=True, peephole=True)])
+def test_dynamic_quantize_lstm_nodes(kw):
+    model, feeds = _dq_node_model(5, 2, 12, 6, **kw)
+    _check(model, feeds)
+
+
+def test_int_mm_tactic_matches_reference():
+    from tensorforge.kernels.contrib_quant import DynamicQuantizeLSTMIntMM
+    for uint8 in (False, True):
+        model, feeds = _dq_node_model(4, 3, 9, 5, uint8=uint8, peephole=True)
+        inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in model.graph.initializer}
+        node = model.graph.node[0]
+        args = [torch.from_numpy(feeds["x"]) if n == "x" else (inits[n] if n else None) for n in node.input]
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        want = get_spec("DynamicQuantizeLSTM").reference(*args, **attrs)
+        layer = type("L", (), {"attrs": attrs, "outputs": ["y", "y_h", "y_c"], "op": "DynamicQuantizeLSTM"})()
+        got = DynamicQuantizeLSTMIntMM.build(layer, {}, torch.device("cpu"))(args)
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)
+
+
+def test_refusals_say_why():
+    model, _ = _dq_node_model(3, 1, 4, 2)
+    node = model.graph.node[0]
+    node.input[4] = "lens"
+    model.graph.input.append(helper.make_tensor_value_info("lens", TensorProto.INT32, [1]))
+    with pytest.raises(UnsupportedOpError, match="sequence_lens"):
+        tfg.build(model.SerializeToString(), device="cpu")
+    model, _ = _dq_node_model(3, 1, 4, 2)
+    zp = next(t for t in model.graph.initializer if t.name == "wz")
+    zp.CopyFrom(numpy_helper.from_array(np.full((1, 8), 3, np.int8), "wz"))
+    with pytest.raises(UnsupportedOpError, match="zero point"):
+        tfg.build(model.SerializeToString(), device="cpu")
