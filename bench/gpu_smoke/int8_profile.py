@@ -54,6 +54,22 @@ def graph_ms(fn, reps=20) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def events_ms(fn, reps=30) -> float:
+    """Median CUDA-event time of one call of `fn` (for callables that replay their own CUDA graph)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return sorted(times)[len(times) // 2]
+
+
 def q8(shape):
     return torch.randint(-128, 128, shape, dtype=torch.int16, device=DEV).to(torch.int8)
 
@@ -119,17 +135,19 @@ def engines(models, batch):
         module = zoo.make(name)
         onnx_bytes, _ = zoo.export(name, module)
         x = zoo.example(name, batch)
-        lat = {}
+        lat, outs = {}, {}
         for prec in ("fp16", "int8"):
             t0 = time.perf_counter()
             e = tfg.build(onnx_bytes, shapes={"input": tuple(x.shape)}, device="cuda", **pc.build_flags(prec, name, batch))
             bt = time.perf_counter() - t0
             ctx = ExecutionContext(e.data, "cuda")
             xd = x.cuda()
-            bound = ctx.bind_inputs({"input": xd})
-            lat[prec] = graph_ms(lambda: ctx.run(bound, copy_outputs=False))
+            bound = ctx.bind_inputs({"input": xd}) or {"input": xd}
+            lat[prec] = events_ms(lambda: ctx.run(bound, copy_outputs=False))   # the engine replays its own graph
+            outs[prec] = ctx.run({"input": xd})["output"].float().flatten().cpu()
             ops = Counter(f"{l.op}:{l.tactic}" for l in e.data.layers if l.placement != "host")
-            print(f"ENGINE {name} b{batch} {prec}: captured {lat[prec]:.4f} ms, build {bt:.1f} s, "
+            print(f"ENGINE {name} b{batch} {prec}: {lat[prec]:.4f} ms (CUDA graphs {ctx.graphs_enabled}: "
+                  f"{ctx.graph_disabled_reason}), build {bt:.1f} s, "
                   f"{len(e.data.layers)} layers; {dict(sorted(ops.items()))}", flush=True)
             prof = profile_layers(ctx, {"input": xd}, iterations=10)
             layers = {l.name: l for l in e.data.layers}
@@ -148,7 +166,9 @@ def engines(models, batch):
                       f" res={'residual_scale' in a and bool(a.get('residual_scale'))}")
             del ctx, e
             torch.cuda.empty_cache()
-        print(f"ENGINE {name} b{batch}: int8 / fp16 speed {lat['fp16'] / lat['int8']:.3f}x", flush=True)
+        cos = float(torch.nn.functional.cosine_similarity(outs["fp16"], outs["int8"], dim=0))
+        print(f"ENGINE {name} b{batch}: int8 / fp16 speed {lat['fp16'] / lat['int8']:.3f}x, "
+              f"cosine(int8, fp16 engine) {cos:.4f}", flush=True)
         np.random.seed(0)
 
 

@@ -10,7 +10,11 @@ runs on the accumulator in registers.
                 GELU as torch's CUDA kernel computes it)
 A (M, K) row-major (im2col or the NHWC view of the input for a convolution) or, IMPLICIT=1, the convolution
 input itself read as an implicit GEMM (row m = output pixel, column k = (r, s, c); outside the image the zero
-point is loaded, a real 0) — no im2col copy; B (N, K) the stored weights, in (r, s, c) column order.
+point is loaded, a real 0) — no im2col copy; B (N, K) the stored weights, in (r, s, c) column order. When C is a
+multiple of BK (TAP_ALIGNED) a K block is one tap's run of channels: its addresses are one offset per output pixel
+plus the channel index, with no per-element division, and on channels-last input each row is one contiguous copy.
+With a zero fill (symmetric activations) masked loads stay asynchronous copies, so the main loop is pipelined;
+a non-zero fill (an asymmetric zero point padding a convolution) needs a select in registers after each load.
 Traffic: A once per column of tiles, B once per row of tiles (grouped GROUP_M tiles share it in L2), the
 residual and the 1-byte output once; the (M, N) int32 accumulator never reaches memory.
 """
@@ -29,6 +33,9 @@ CONFIGS = [     # int8/fp8 MMA wants K steps of 64–128 bytes
     {"BM": 128, "BN": 64, "BK": 128, "G": 8, "stages": 3, "warps": 4},
     {"BM": 64, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 4},
     {"BM": 64, "BN": 64, "BK": 128, "G": 8, "stages": 4, "warps": 4},
+    {"BM": 128, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 8},     # Hopper: 96 KB of stages, 185 regs
+    {"BM": 128, "BN": 64, "BK": 64, "G": 8, "stages": 4, "warps": 4},       # small K (1×1 convs of 64 channels)
+    {"BM": 128, "BN": 256, "BK": 64, "G": 8, "stages": 3, "warps": 8},      # wide N, float outputs (spills with Q out)
 ]
 # activations whose Triton form rounds like the reference on CUDA: exact ops, and Gelu as torch's CUDA kernel
 # writes it, x·0.5·(1 + erf(x·√½)) with libdevice's erff (the builder's exact check on int8 outputs is the judge)
@@ -63,7 +70,7 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_am, s_ak, s
                   x_zp, alpha, beta, mid_scale, mid_zp, mid_lo, mid_hi, res_scale, res_zp, y_scale, y_zp, y_lo, y_hi,
                   q2_scale, q2_zp, q2_lo, q2_hi,
                   pad, H, W, CIN, OW, OHW, KW, sh, sw, ph, pw, dh, dw, sxn, sxh, sxw, sxc,
-                  CONV: tl.constexpr, SHIFT: tl.constexpr, FP8: tl.constexpr, HAS_ZP: tl.constexpr,
+                  CONV: tl.constexpr, TAP_ALIGNED: tl.constexpr, PAD_ZERO: tl.constexpr, SHIFT: tl.constexpr, FP8: tl.constexpr, HAS_ZP: tl.constexpr,
                   PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr,
                   HAS_POST: tl.constexpr, RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr,
                   MID: tl.constexpr, OUT: tl.constexpr, OUT2: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
@@ -88,7 +95,14 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_am, s_ak, s
         acc = tl.zeros((BM, BN), dtype=tl.int32)
     for k in range(0, K, BK):
         b_mask = (rn[None, :] < N) & (rk[:, None] + k < K)
-        if CONV:
+        if CONV and TAP_ALIGNED:     # CIN % BK == 0: this K block is channels c0..c0+BK of one tap (r, s)
+            tap = k // CIN
+            ih = base_h + (tap // KW) * dh
+            iw = base_w + (tap % KW) * dw
+            inside = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm < M)
+            a_mask = tl.broadcast_to(inside[:, None], (BM, BK))
+            a_at = (x_row + ih * sxh + iw * sxw)[:, None] + ((k - tap * CIN + rk) * sxc)[None, :]
+        elif CONV:
             kk = k + rk
             rs = kk // CIN
             ih = base_h[:, None] + ((rs // KW) * dh)[None, :]
@@ -103,7 +117,10 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_am, s_ak, s
             b = tl.load(b_ptr, mask=b_mask, other=0.0)
             acc = tl.dot(a, b, acc)
         else:
-            a = tl.load(a_at, mask=a_mask, other=pad)       # outside the image: the zero point (a real 0)
+            if PAD_ZERO:     # zero-filled asynchronous copies: the main loop stays pipelined
+                a = tl.load(a_at, mask=a_mask, other=0)
+            else:            # outside the image: the zero point (a real 0); a select in registers, not pipelined
+                a = tl.load(a_at, mask=a_mask, other=pad)
             if SHIFT:
                 a = (a.to(tl.int32) - 128).to(tl.int8)
             b = tl.load(b_ptr, mask=b_mask, other=0)
@@ -203,7 +220,8 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
         float(at["residual_scale"]), float(at["residual_zero_point"]),
         float(at["y_scale"]), float(at["y_zero_point"]), ylo, yhi,
         float(at.get("out2_scale", 0.0)), float(at.get("out2_zero_point", 0)), qlo, qhi, *conv_args,
-        CONV=geom is not None, SHIFT=geom is not None and a8.dtype == torch.uint8, FP8=fp8,
+        CONV=geom is not None, TAP_ALIGNED=geom is not None and conv_args[3] % cfg["BK"] == 0,
+        PAD_ZERO=conv_args[0] == 0, SHIFT=geom is not None and a8.dtype == torch.uint8, FP8=fp8,
         HAS_ZP=bool(z8) and not fp8, PER_CHANNEL=mult.numel() > 1, HAS_BIAS=bias is not None,
         HAS_POST=post is not None, RES=res_kind, RES_FIRST=bool(at["residual_first"]), ACT=at["activation"],
         MID=mid_kind, OUT=_OUT_KIND.get(at["y_dtype"], 0) if at["y_scale"] else 0, OUT2=out2_kind,

@@ -229,3 +229,21 @@ def test_triton_w4_interpreted(adt, zp, act):
     got = quant_w4_triton.run_w4(layer, [a, w, s, z, b], cfg, interpret=True)
     tol = 1e-5 if adt == torch.float32 else 2e-2
     torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("xdt,zp", [(torch.int8, 0), (torch.uint8, 77), (torch.int8, -9)])
+@pytest.mark.parametrize("cin,bk", [(32, 32), (64, 32)])
+def test_triton_implicit_gemm_tap_aligned_addressing(xdt, zp, cin, bk):
+    """C a multiple of BK: one tap per K block (TAP_ALIGNED), 1 or 2 blocks per tap; stride 2, dilation 2,
+    asymmetric pads, channels-last input; padding reads the zero point (zero fill when it is 0)."""
+    x = _q8((2, cin, 9, 8), xdt).contiguous(memory_format=torch.channels_last)
+    w = _q8((12, cin, 3, 3))
+    layer = _layer("QuantizedConv", x_dtype="uint8" if xdt == torch.uint8 else "int8", x_scale=0.01,
+                   x_zero_point=zp, w_scale=(torch.rand(12) * 0.01 + 1e-3).tolist(), activation="Relu",
+                   strides=[2, 2], dilations=[2, 2], pads=[2, 1, 0, 2], kernel_shape=[3, 3],
+                   y_scale=0.2, y_zero_point=1, y_dtype="int8")
+    want = get_spec("QuantizedConv").reference(x, w, **layer.attrs)
+    cfg = {"BM": 16, "BN": 16, "BK": bk, "G": 1, "stages": 1, "warps": 1, "IMPLICIT": 1}
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)([x, w])[0]
+    _compare(got, want)
+    assert want.float().std() > 0.5          # not a constant output: the check can see a wrong tap

@@ -43,7 +43,9 @@ for i, (name, ab, rt, ct, consts) in enumerate(cases):
              **{n: "fp32" for n in floats}, **{n: "i32" for n in conv_ints}}
     consts.setdefault("OUT2", 1 if name == "int8_float" else 0)
     sig = {a: types.get(a, "constexpr") for a in T._qgemm_kernel.arg_names}
-    consts = {"CONV": False, "SHIFT": False, **consts, "PER_CHANNEL": True, "HAS_BIAS": True,
+    consts = {"CONV": False, "SHIFT": False, "PAD_ZERO": name != "int8_conv", "TAP_ALIGNED": name == "fp8_conv",
+              **consts, "PER_CHANNEL": True,
+              "HAS_BIAS": True,
               "HAS_POST": name == "int8_q",
               "BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "G": cfg["G"]}
     src = ASTSource(fn=T._qgemm_kernel, signature=sig, constexprs=consts)
