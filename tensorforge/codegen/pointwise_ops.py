@@ -69,7 +69,7 @@ def _gelu(a, attrs, dts, need, grade):
     if dts[0] == torch.float64:
         return f"({a} * 0.5 * (1.0 + tl.erf({a} * 0.7071067811865476)))"
     need.add(f"gelu_erf_{grade}")
-    return f"gelu_erf_{grade}({a})"
+    return f"gelu_erf_lo({a}, LEAN)" if grade == "lo" else f"gelu_erf_{grade}({a})"
 
 
 def _is_inf(a, attrs):

@@ -8,6 +8,12 @@ same-shape inputs (FULL: index = offset), a bias over the last dim (one modulo),
 Traffic: each input element read once per output element that uses it (cached on chip for broadcasts),
 each output written once.
 
+Configs: BLOCK and warps (BLOCK / (32·warps) elements per thread, 8 float16 = one 128-bit access), and the
+generated kernel's variant switches (`pointwise_kernel_variant`): lean (a half-type GELU with a degree-5
+polynomial, ≤ 1 ulp), persist = k (k·SMs programs, each looping over every (k·SMs)-th tile and loading the
+next tile before computing this one), stream (.cs stores), stages (Triton's num_stages). `fits` offers a
+variant only where it can change something; the builder times them all like the plain configs.
+
 Selection: CUDA only. Tests run the kernel on CPU through TRITON_INTERPRET=1 by building it directly
 (`TritonPointwise.build(layer, cfg, torch.device("cpu"))`); supports() never offers Triton for a CPU build.
 """
@@ -23,7 +29,15 @@ from .registry import tactic, triton_device_reason
 from .torch_fused import dense_order
 
 CONFIGS = [{"BLOCK": 1024, "warps": 4}, {"BLOCK": 2048, "warps": 8}, {"BLOCK": 4096, "warps": 8},
-           {"BLOCK": 512, "warps": 4}, {"BLOCK": 8192, "warps": 16}]
+           {"BLOCK": 512, "warps": 4}, {"BLOCK": 8192, "warps": 16},
+           # variants (codegen/pointwise.py's constexpr switches): lean = the degree-5 half GELU (chains with one),
+           # persist = that many programs per SM looping over the tiles with the next tile's loads issued first
+           # (tensors of ≥ 2 tiles per program), stream = evict-first (.cs) stores
+           {"BLOCK": 2048, "warps": 4, "lean": 1},
+           {"BLOCK": 2048, "warps": 4, "lean": 1, "persist": 8},
+           {"BLOCK": 1024, "warps": 4, "lean": 1, "persist": 16},
+           {"BLOCK": 2048, "warps": 4, "lean": 1, "persist": 8, "stream": 1},
+           {"BLOCK": 2048, "warps": 4, "persist": 8}]
 
 
 def collapse(shape: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
@@ -66,13 +80,20 @@ def launch_plan(inputs: list[torch.Tensor], out_shape, rank: int) -> dict:
 
 def _kernel(layer, cfg, device):
     module = load_module(layer.attrs["kernel"])
-    fn, rank = module["pointwise_kernel"], module["RANK"]
+    rank = module["RANK"]
     consts = layer.attrs.get("consts", [])
     lits = [float(c["value"]) for c in consts
             if dtype_from_name(c["dtype"]).is_floating_point and not math.isfinite(float(c["value"]))]
     lit_shapes = [tuple(c["shape"]) for c in consts]
     out_dtypes = [dtype_from_name(d) for d in layer.attrs["out_dtypes"]]
     block, warps = int(cfg.get("BLOCK", 1024)), int(cfg.get("warps", 4))
+    flags = {"LEAN": bool(cfg.get("lean", 0)), "PERSIST": int(cfg.get("persist", 0)) > 0,
+             "STREAM": bool(cfg.get("stream", 0))}
+    fn = module["pointwise_kernel_variant"] if any(flags.values()) else module["pointwise_kernel"]
+    flags = flags if any(flags.values()) else {}
+    stages = {"num_stages": int(cfg["stages"])} if "stages" in cfg else {}
+    per_sm = int(cfg.get("persist", 0))
+    sms = _sm_count(device) if per_sm else 0
 
     def run(inputs):
         ins = [t if t.device == device else t.to(device) for t in inputs]
@@ -85,10 +106,11 @@ def _kernel(layer, cfg, device):
         plan = launch_plan(ins, out_shape, rank)
         if plan["n"] != 0:
             flat_strides = [s for st in plan["strides"] for s in st]
-            flags = {f"FULL{i}": bool(f) for i, f in enumerate(plan["full"])}
-            grid = (_cdiv(plan["n"], block),)
-            fn[grid](*ins, *outs, plan["n"], *plan["sizes"][1:], *flat_strides, *lits, **flags,
-                     NDIM=plan["ndim"], INT64=plan["int64"], BLOCK=block, num_warps=warps)
+            full = {f"FULL{i}": bool(f) for i, f in enumerate(plan["full"])}
+            tiles = _cdiv(plan["n"], block)
+            grid = (min(tiles, per_sm * sms) if per_sm else tiles,)
+            fn[grid](*ins, *outs, plan["n"], *plan["sizes"][1:], *flat_strides, *lits, **full, **flags,
+                     NDIM=plan["ndim"], INT64=plan["int64"], BLOCK=block, num_warps=warps, **stages)
         if perm is not None:
             inverse = sorted(range(len(perm)), key=perm.__getitem__)
             outs = [o.permute(inverse) for o in outs]
@@ -111,6 +133,26 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _sm_count(device: torch.device) -> int:
+    """Programs of a persistent config are counted per SM; the interpreter (CPU) stands in for a 2-SM device."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 2
+
+
+def _fits(layer, cfg, inputs) -> str | None:
+    """Variant configs only where they can differ: lean needs a half-type GELU in the chain, persist a tensor
+    of at least two tiles per program."""
+    if cfg.get("lean") and not load_module(layer.attrs["kernel"]).get("HAS_LEAN"):
+        return "lean applies to chains with a float16/bfloat16 GELU (none here)"
+    per_sm = int(cfg.get("persist", 0))
+    if per_sm:
+        ins = [t for t in inputs if isinstance(t, torch.Tensor)]
+        n = math.prod(torch.broadcast_shapes(*[t.shape for t in ins])) if ins else 0
+        progs = per_sm * _sm_count(ins[0].device if ins else torch.device("cpu"))
+        if n < 2 * progs * int(cfg["BLOCK"]):
+            return f"persistent: {n} elements are under two tiles for each of its {progs} programs"
+    return None
+
+
 @tactic("PointwiseChain", name="triton_generated", configs=CONFIGS, priority=10)
 class TritonPointwise:
     @staticmethod
@@ -126,6 +168,8 @@ class TritonPointwise:
         if not has_source(key):
             return f"generated source {key[:12]}… was not generated in this process (regenerated at load)"
         return None
+
+    fits = staticmethod(_fits)
 
     @staticmethod
     def build(layer, cfg, device):

@@ -11,32 +11,9 @@ import pytest
 import torch
 
 from tensorforge.codegen import generate_pointwise
-from tensorforge.codegen.fastmath import LO_CLAMP, LO_LOG2_TAIL
 from tensorforge.ir import Layer
 from tensorforge.kernels.triton_pointwise import TritonPointwise
-
-ALL = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
-
-
-def exact_gelu(x64: np.ndarray) -> np.ndarray:
-    """x·Φ(x) in float64; GELU(−inf) = −0 (the limit)."""
-    t = torch.from_numpy(x64)
-    y = (t * torch.special.ndtr(t)).numpy()
-    return np.where(np.isneginf(x64), -0.0, y)
-
-
-def ordered(h: np.ndarray) -> np.ndarray:
-    """float16 bit patterns as integers in value order (±0 both 0), so |a − b| counts ulps."""
-    b = h.astype(np.float16).view(np.int16).astype(np.int64)
-    return np.where(b < 0, -(b & 0x7FFF), b)
-
-
-def ulps_off(got: np.ndarray, exact: np.ndarray) -> np.ndarray:
-    want = exact.astype(np.float16)                     # numpy rounds float64 → float16 correctly, in one step
-    nan_ok = np.isnan(want) == np.isnan(got.astype(np.float16))
-    assert nan_ok.all(), "NaN where the exact GELU is not (or the reverse)"
-    d = np.abs(ordered(got) - ordered(want))
-    return np.where(np.isnan(want), 0, d)
+from half_oracle import ALL, exact_gelu, fma_model, ulps_off
 
 
 def chain_kernel(n_gelu: int):
@@ -49,19 +26,6 @@ def chain_kernel(n_gelu: int):
     from tensorforge.kernels.generated import register_source
     layer.attrs["kernel"] = register_source(src)
     return TritonPointwise.build(layer, {"BLOCK": 4096, "warps": 4}, torch.device("cpu"))
-
-
-def fma_model(x: np.ndarray, ex2_ulps: int = 0, coefs=LO_LOG2_TAIL, clamp=LO_CLAMP) -> np.ndarray:
-    """gelu_erf_lo as the GPU evaluates it: float32 values, one rounding per FFMA."""
-    f32 = np.float32
-    fma = lambda a, b, c: (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(f32)
-    a = np.where(np.isnan(x), np.nan, np.minimum(np.abs(x), f32(clamp))).astype(f32)
-    p = np.full_like(a, f32(coefs[-1]))
-    for c in reversed(coefs[:-1]):
-        p = fma(p, a, np.full_like(a, f32(c)))
-    q = np.exp2(p.astype(np.float64))
-    q = (q * (1 + ex2_ulps * 2.0 ** -23)).astype(f32)
-    return fma(-a, q, np.maximum(x, f32(0)))
 
 
 @pytest.fixture(scope="module")
