@@ -12,6 +12,7 @@ from . import loss, attention, sequence_models, spatial, ml, training  # noqa: F
 from . import ml_linear, ml_svm, ml_trees  # noqa: F401,E401  (ai.onnx.ml models: linear, SVM, tree ensembles)
 from . import contrib  # noqa: F401  (onnxruntime com.microsoft ops that are new math)
 from . import contrib_quant  # noqa: F401  (com.microsoft QGemm, DynamicQuantizeLSTM with onnxruntime's rounding)
+from . import contrib_attention  # noqa: F401  (com.microsoft MultiHeadAttention, GroupQueryAttention)
 from . import fused  # noqa: F401
 from . import quantized  # noqa: F401  (QuantizedConv/ConvTranspose/MatMul: Q/DQ fusion results)
 from . import sparse  # noqa: F401  (SparseGemm: 2:4 structured-sparse weights, --sparsity)

@@ -8,4 +8,5 @@ from . import shape, indexing, reduce, tensor_misc  # noqa: F401,E401
 from . import control, sequence, quant, random, bitwise, detection, rnn, signal, extra, ml  # noqa: F401,E401
 from . import attention  # noqa: F401
 from . import contrib  # noqa: F401  (onnxruntime com.microsoft ops)
-from . import contrib_conv, contrib_quant  # noqa: F401,E401  (com.microsoft FusedConv; QGemm, DynamicQuantizeLSTM)
+from . import contrib_conv, contrib_quant, contrib_attention  # noqa: F401,E401  (com.microsoft FusedConv; QGemm,
+#   DynamicQuantizeLSTM; MultiHeadAttention, GroupQueryAttention)

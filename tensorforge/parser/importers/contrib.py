@@ -30,8 +30,6 @@ MS = "com.microsoft"
 
 # contrib ops onnxruntime's tools emit that have no importer yet, and why (docs/operators.md lists them)
 NOT_SUPPORTED = {
-    "MultiHeadAttention": "the same family as Attention (separate or packed Q/K/V, cache, bias); not done yet",
-    "GroupQueryAttention": "KV-cache decoding op (past/present buffers, seqlens_k, rotary inside); not done yet",
     "QLinearLeakyRelu / QLinearSoftmax / QLinearAveragePool / QLinearWhere": "other QOperator-format ops; not done yet",
 }
 

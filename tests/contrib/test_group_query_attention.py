@@ -1,0 +1,117 @@
+"""com.microsoft GroupQueryAttention against onnxruntime (rtol 1e-3, atol 1e-4): the first prompt (with and without
+right padding), token generation with a per-batch cache fill (seqlens_k), a subsequent prompt chunk, packed QKV,
+rotary (half and interleaved, partial rotary_dim, position_ids), local_window_size, softcap, head_sink,
+smooth_softmax, attention_bias, causal=0; refusals with a reason."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import tensorforge as tfg
+from oracle import assert_close, check_against_ort, ort_run
+from tensorforge.util.errors import UnsupportedOpError
+
+F, I32, I64 = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64
+RNG = np.random.default_rng(13)
+NQ, NKV, H = 4, 2, 32       # onnxruntime rotates head sizes that are multiples of 16, rotary_dim multiples of 16
+
+
+def _f(*shape):
+    return RNG.normal(size=shape).astype(np.float32)
+
+
+def _model(ins, feeds, n_out=3, **attrs):
+    node = helper.make_node("GroupQueryAttention", ins, ["y", "present_k", "present_v"][:n_out], domain="com.microsoft",
+                            num_heads=NQ, kv_num_heads=NKV, **attrs)
+    types = {np.dtype(np.int32): I32, np.dtype(np.int64): I64}
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, types.get(v.dtype, F), list(v.shape))
+                                        for k, v in feeds.items()],
+                          [helper.make_tensor_value_info(o, F, None) for o in ["y", "present_k", "present_v"][:n_out]])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 9
+    return m
+
+
+def _rotary_caches(max_pos, rot_dim):
+    angles = np.arange(max_pos)[:, None] / (10000 ** (np.arange(0, rot_dim, 2) / rot_dim))[None, :]
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def _feeds(b, s, past, seqlens, total, packed=False):
+    feeds = {"q": _f(b, s, (NQ + 2 * NKV) * H)} if packed else {"q": _f(b, s, NQ * H), "k": _f(b, s, NKV * H),
+                                                               "v": _f(b, s, NKV * H)}
+    if past is not None:
+        feeds.update(pk=_f(b, NKV, past, H), pv=_f(b, NKV, past, H))
+    feeds.update(sk=np.array(seqlens, np.int32), tot=np.array(total, np.int32))
+    return feeds
+
+
+def _ins(feeds, extra=()):
+    names = ["q", "k", "v", "pk", "pv", "sk", "tot"] + list(extra)
+    return [n if n in feeds else "" for n in names]
+
+
+CASES = {
+    "prompt": dict(b=2, s=5, past=None, seqlens=[4, 4], total=5),
+    "prompt_empty_past": dict(b=2, s=5, past=0, seqlens=[4, 4], total=5),
+    "decode": dict(b=2, s=1, past=6, seqlens=[5, 3], total=6),
+    "decode_grow": dict(b=2, s=1, past=4, seqlens=[4, 2], total=5),
+    "chunk": dict(b=1, s=3, past=4, seqlens=[6], total=7),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("attrs", [{}, {"local_window_size": 2}, {"softcap": 2.0}, {"scale": 0.3},
+                                   {"smooth_softmax": 1}])
+def test_gqa_cache_cases(case, attrs):
+    feeds = _feeds(**CASES[case])
+    check_against_ort(_model(_ins(feeds), feeds, **attrs), feeds)
+
+
+@pytest.mark.parametrize("case", ["prompt", "decode", "chunk"])
+@pytest.mark.parametrize("interleaved,rot_dim", [(0, H), (1, H), (0, H // 2)])
+def test_gqa_rotary(case, interleaved, rot_dim):
+    feeds = _feeds(**CASES[case])
+    feeds["cos"], feeds["sin"] = _rotary_caches(16, rot_dim)
+    model = _model(_ins(feeds, ["cos", "sin"]), feeds, do_rotary=1, rotary_interleaved=interleaved)
+    check_against_ort(model, feeds)
+
+
+def test_gqa_packed_rotary_position_ids_head_sink_bias():
+    feeds = _feeds(**CASES["decode"], packed=True)
+    feeds["cos"], feeds["sin"] = _rotary_caches(16, H)
+    feeds["pos"] = np.array([[9], [4]], np.int64)
+    check_against_ort(_model(_ins(feeds, ["cos", "sin", "pos"]), feeds, do_rotary=1), feeds)
+    feeds = _feeds(**CASES["decode"])
+    feeds["sink"] = _f(NQ)
+    feeds["ab"] = _f(2, 1, 1, 6)
+    check_against_ort(_model(_ins(feeds, ["", "", "", "ab", "sink"]), feeds), feeds)
+
+
+def test_gqa_not_causal():
+    feeds = _feeds(**CASES["prompt"])
+    check_against_ort(_model(_ins(feeds), feeds, causal=0), feeds)
+
+
+def test_gqa_padded_prompt():
+    """Right-padded first prompt: onnxruntime leaves the padded query rows unspecified, so Y is compared on the
+    valid rows; the present caches in full."""
+    feeds = _feeds(b=2, s=5, past=None, seqlens=[4, 2], total=5)
+    model = _model(_ins(feeds), feeds).SerializeToString()
+    want = ort_run(model, feeds)
+    got = tfg.build(model, device="cpu").run(dict(feeds))
+    assert_close({k: got[k] for k in ("present_k", "present_v")}, {k: want[k] for k in ("present_k", "present_v")})
+    assert_close({"y0": got["y"][0], "y1": got["y"][1, :3]}, {"y0": want["y"][0], "y1": want["y"][1, :3]})
+
+
+def test_gqa_refusals():
+    feeds = _feeds(**CASES["decode"])
+    feeds["ks"] = np.ones(1, np.float32)
+    with pytest.raises(UnsupportedOpError, match="quantized KV cache"):
+        tfg.build(_model(_ins(feeds, ["", "", "", "", "", "ks", "ks"]), feeds).SerializeToString(), device="cpu")
+    feeds = _feeds(**CASES["decode"])
+    with pytest.raises(UnsupportedOpError, match="cos_cache"):
+        tfg.build(_model(_ins(feeds), feeds, do_rotary=1).SerializeToString(), device="cpu")
+    with pytest.raises(UnsupportedOpError, match="sliding_window_cache"):
+        tfg.build(_model(_ins(feeds), feeds, sliding_window_cache=1, local_window_size=2).SerializeToString(),
+                  device="cpu")
