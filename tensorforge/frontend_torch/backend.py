@@ -2,19 +2,25 @@
 
 Dynamo hands over a torch-level FX graph whose parameters are graph inputs; it is exported to aten ops
 (torch.export on the graph module at the example inputs), parameters and buffers are recognised by their
-dynamo source and become engine constants, and partition.py splits off what cannot be converted. The report
-of the last compiled graph is `last_report()`; every break is logged. Engines have static shapes: when dynamo
-hands over a graph with symbolic sizes (after it saw a second shape), an engine is built per concrete input
-shape on its first call and kept (one build per shape; `dynamic=False` makes dynamo do the same per shape).
+dynamo source and become engine constants (so constant folding and the conv+BN, epilogue, attention and
+LayerNorm rules see weights, exactly as on the ONNX path), and partition.py splits off what cannot be
+converted. The call path is runner.py's EngineCall (CUDA graphs with bound inputs). The report of the last
+compiled graph is `last_report()`; every break is logged. A graph with symbolic sizes gets one engine with an
+optimization profile (dynamic.py); one whose sizes cannot be carried symbolically gets an engine per concrete
+input shape, built on that shape's first call (the reason logged).
 """
 
 import torch
 import torch.utils._pytree as pytree
 
+from ..util.errors import TensorforgeError
 from ..util.log import get_logger
-from .partition import Report, lower_graph
+from . import dynamic
+from .partition import Report, build_options, lower_graph
+from .runner import EngineCall
 
 _REPORTS: list[Report] = []
+_SHAPE_OPTIONS = ("min_shapes", "opt_shapes", "max_shapes")
 
 
 def last_report() -> Report | None:
@@ -26,7 +32,17 @@ def reports() -> list[Report]:
 
 
 def _is_param_or_buffer(node) -> bool:
-    source = getattr(node.meta.get("grapharg"), "source", None)
+    """A placeholder dynamo made for module state: an nn.Parameter, or a tensor reached through a module
+    (its source chain names a parameter/buffer or an nn.Module, or its guard source is an nn.Module's)."""
+    grapharg = node.meta.get("grapharg")
+    if isinstance(getattr(grapharg, "example", None), torch.nn.Parameter):
+        return True
+    source = getattr(grapharg, "source", None)
+    guard = getattr(source, "guard_source", None)
+    guard = guard() if callable(guard) else guard
+    if guard is not None and (getattr(guard, "is_unspecialized_nn_module", lambda: False)()
+                              or getattr(guard, "is_specialized_nn_module", lambda: False)()):
+        return True
     while source is not None:
         if "ParamBuffer" in type(source).__name__ or "NNModule" in type(source).__name__:
             return True
@@ -34,34 +50,96 @@ def _is_param_or_buffer(node) -> bool:
     return False
 
 
-def _lower(gm, example_inputs, options):
-    """Export dynamo's graph at these (concrete) inputs and lower it: (runner, out_spec)."""
+def module_state(gm) -> set[int]:
+    """Positions of the placeholders that are module state. Read when dynamo hands the graph over: dynamo drops
+    the placeholders' source records afterwards, and a later (re)build must still know them."""
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return {i for i, n in enumerate(phs) if _is_param_or_buffer(n)}
+
+
+def _lower(gm, example_inputs, options, state: set[int], ranges=None, dims=None):
+    """Export dynamo's graph (symbolically over `ranges` when given) and lower it: runner(*dynamo_args).
+    `state`: the positions of module state among the arguments (module_state), which become engine constants."""
     dyn_phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    ep = torch.export.export(gm, tuple(example_inputs))
+    if ranges:
+        ep, keep, to_ours = dynamic.export_symbolic(gm, example_inputs, ranges, dims)
+        points = {k: {theirs: ranges[ours][j] for theirs, ours in to_ours.items()}
+                  for j, k in enumerate(("min", "opt", "max"))}
+    else:
+        ep, keep, points = torch.export.export(gm, tuple(example_inputs)), list(range(len(dyn_phs))), None
     phs = [n.name for n in ep.graph_module.graph.nodes if n.op == "placeholder"]
-    constants = {name: ex.detach() for name, node, ex in zip(phs, dyn_phs, example_inputs)
-                 if isinstance(ex, torch.Tensor) and _is_param_or_buffer(node)}
-    runner, report = lower_graph(ep.graph_module, constants, options, example_inputs)
+    specs = ep.graph_signature.input_specs
+    user = [name for name, s in zip(phs, specs) if s.kind.name == "USER_INPUT"]
+    constants, slots = {}, {}                       # export-lifted constants, and module state dynamo passes in
+    for name, s in zip(phs, specs):
+        if s.kind.name != "USER_INPUT":
+            value = ep.state_dict[s.target] if s.target in ep.state_dict else ep.constants[s.target]
+            constants[name] = slots[name] = value.detach()
+    position = {}                                   # export placeholder → position among dynamo's arguments
+    for name, i in zip(user, keep):
+        position[name] = i
+        ex = example_inputs[i]
+        if isinstance(ex, torch.Tensor) and i in state:
+            constants[name] = ex.detach()
+    runner, report = lower_graph(ep.graph_module, constants, options, example_inputs, points)
     _REPORTS.append(report)
-    return runner, ep.call_spec.out_spec
+    if isinstance(runner, EngineCall):              # one engine: called with dynamo's arguments as they come
+        names = [f"<arg {i}>" for i in range(len(dyn_phs))]
+        for name, i in position.items():
+            names[i] = name
+        call = EngineCall(runner.engine, names, runner.feeds, runner.outputs, runner.as_tuple)
+    else:                                           # engines and PyTorch ops: the split graph's own arguments
+        order = [(None, slots[n]) if n in slots else (position[n], None) for n in phs]
+
+        def call(*args):
+            return runner(*[args[i] if i is not None else v for i, v in order])
+    return _wrap_outputs(call, ep.call_spec.out_spec)
 
 
-def _call(runner, out_spec, args):
-    flat = runner(*args)
-    return pytree.tree_unflatten(list(flat) if isinstance(flat, (tuple, list)) else [flat], out_spec)
+def _wrap_outputs(call, out_spec):
+    n = out_spec.num_leaves
+    if pytree.tree_unflatten(list(range(n)), out_spec) == tuple(range(n)):      # a flat tuple: dynamo's usual
+        if isinstance(call, EngineCall) and call.as_tuple:
+            return call                                 # it returns that tuple itself: no wrapper per call
+        if n == 1:
+            return lambda *args: (_first(call(*args)),)
+        return lambda *args: tuple(call(*args))
+
+    def unflatten(*args):
+        flat = call(*args)
+        return pytree.tree_unflatten(list(flat) if isinstance(flat, (tuple, list)) else [flat], out_spec)
+    return unflatten
 
 
-def _symbolic(example_inputs) -> bool:
-    return any(not isinstance(a, torch.Tensor) or any(not isinstance(d, int) for d in a.shape)
-               for a in example_inputs)
+def _first(flat):
+    return flat[0] if isinstance(flat, (tuple, list)) else flat
 
 
 def tensorforge_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None):
-    if not _symbolic(example_inputs):
-        runner, out_spec = _lower(gm, example_inputs, options)
-        return lambda *args: _call(runner, out_spec, args)
-    # dynamo made some sizes symbolic (a second shape was seen): engines are static-shape, so one is built per
-    # concrete input-shape signature on its first call, and kept
+    options = dict(options or {})
+    shapes = {k: options.pop(k) for k in _SHAPE_OPTIONS if k in options}
+    build_options(options, example_inputs)          # unknown options fail here, before any export
+    state = module_state(gm)
+    if not dynamic.is_dynamic(gm):
+        if shapes:
+            get_logger().info("tensorforge: min/opt/max_shapes apply to graphs dynamo makes dynamic; this one is "
+                              "static (pass dynamic=True to torch.compile, or torch._dynamo.mark_dynamic)")
+        return _lower(gm, example_inputs, options, state)
+    try:
+        return dynamic.DynamicGraph(gm, example_inputs, options, shapes, state,
+                                    lambda *a: _lower(gm, a[0], options, state, *a[1:]))
+    except dynamic.NotSymbolic as e:
+        reason = str(e)
+    except TensorforgeError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a symbolic export or conversion that fails falls back, with its reason
+        reason = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+    get_logger().warning(f"tensorforge: dynamic graph kept at static shapes ({reason}); one engine is built per "
+                         "input shape, on its first call")
+    return _per_shape(gm, options, state)
+
+
+def _per_shape(gm, options, state):
     built: dict = {}
 
     def run(*args):
@@ -69,8 +147,8 @@ def tensorforge_backend(gm: torch.fx.GraphModule, example_inputs, options: dict 
         if key not in built:
             get_logger().info(f"tensorforge: building an engine for input shapes "
                               f"{[k[0] for k in key if isinstance(k, tuple)]} (dynamic graph)")
-            built[key] = _lower(gm, args, options)
-        return _call(*built[key], args)
+            built[key] = _lower(gm, args, options, state)
+        return built[key](*args)
     return run
 
 

@@ -9,6 +9,7 @@ converter can never disagree. Op names and attributes are the IR's (ONNX names: 
 import torch
 
 aten = torch.ops.aten
+_INT64_MAX = 2**63 - 1
 TABLE: dict = {}          # aten OpOverload → converter(ctx, node) -> str
 CHECKS: dict = {}         # aten OpOverload → check(node) -> reason | None
 
@@ -61,7 +62,7 @@ def conv2d(ctx, node):
 def linear(ctx, node):
     """y = x · Wᵀ + b: Gemm(transB=1) for 2-D x, else MatMul with the transposed weight (a view of it) + Add."""
     x, w, b = node.args[0], node.args[1], _arg(node, 2, "bias")
-    if len(ctx.shape(x)) == 2:
+    if ctx.rank(x) == 2:
         ins = [ctx.t(x), ctx.t(w)] + ([ctx.t(b)] if b is not None else [])
         return ctx.add("Gemm", ins, node, transB=1)
     wt = ctx.transposed_const(w) if ctx.is_const(w) else ctx.add("Transpose", [ctx.t(w)], None, perm=[1, 0])
@@ -136,7 +137,7 @@ def layer_norm(ctx, node):
           if _arg(n, 5, "training") or _arg(n, 3, "running_mean") is None else None)
 def batch_norm(ctx, node):
     x, w, b, mean, var = (node.args[i] for i in range(5))
-    c = ctx.shape(x)[1]
+    c = ctx.static_dim(x, 1, "batch_norm")
     dtype = ctx.dtype(x)
     scale = ctx.t(w) if w is not None else ctx.const(torch.ones(c, dtype=dtype), "bn_scale")
     bias = ctx.t(b) if b is not None else ctx.const(torch.zeros(c, dtype=dtype), "bn_bias")
@@ -167,7 +168,7 @@ def _sdpa_check(node):
 def sdpa(ctx, node):
     """softmax(q·kᵀ·scale)·v, scale = 1/√d unless given."""
     q, k, v = node.args[:3]
-    rank, d = len(ctx.shape(q)), ctx.shape(q)[-1]
+    rank, d = ctx.rank(q), ctx.static_dim(q, -1, "scaled_dot_product_attention")
     scale = node.kwargs.get("scale") or 1.0 / float(d) ** 0.5
     perm = list(range(rank - 2)) + [rank - 1, rank - 2]
     kt = ctx.add("Transpose", [ctx.t(k)], None, perm=perm)
@@ -181,20 +182,35 @@ def sdpa(ctx, node):
 @converts(aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.flatten.using_ints,
           aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default)
 def reshape(ctx, node):
-    """Every reshape-like op becomes Reshape to the node's traced (static) output shape."""
-    shape = torch.tensor(list(ctx.shape(node)), dtype=torch.int64)
-    return ctx.add("Reshape", [ctx.t(node.args[0]), ctx.const(shape, "shape")], node)
+    """Every reshape-like op becomes Reshape to the node's traced output shape (dynamic dims: ctx.target_shape);
+    flatten(x, 1) is ONNX's Flatten(axis=1), the layer the ONNX exporter writes for it."""
+    if node.target == aten.flatten.using_ints and ctx.rank(node.args[0]) > 1 and int(_arg(node, 1, "start_dim", 0)) \
+            == 1 and int(_arg(node, 2, "end_dim", -1)) % ctx.rank(node.args[0]) == ctx.rank(node.args[0]) - 1:
+        return ctx.add("Flatten", [ctx.t(node.args[0])], node, axis=1)
+    return ctx.add("Reshape", [ctx.t(node.args[0]), ctx.target_shape(node.args[0], ctx.dims(node))], node)
+
+
+_SIZE_READERS = {aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.expand.default}
+
+
+@converts(aten.sym_size.int, check=lambda n: None if all(u.target in _SIZE_READERS for u in n.users)
+          else "a dynamic size used in arithmetic (only reshape/view/expand sizes are taken)")
+def sym_size(ctx, node):
+    """x.size(d) of a dynamic dim: read only as a reshape/expand size, which those converters take from the traced
+    output shape (ctx.target_shape), so it becomes a Shape layer that nothing reads (removed as dead code)."""
+    d = int(node.args[1]) % ctx.rank(node.args[0])
+    return ctx.add("Shape", [ctx.t(node.args[0])], node, start=d, end=d + 1)
 
 
 @converts(aten.permute.default)
 def permute(ctx, node):
-    rank = len(ctx.shape(node.args[0]))
+    rank = ctx.rank(node.args[0])
     return ctx.add("Transpose", [ctx.t(node.args[0])], node, perm=[int(d) % rank for d in node.args[1]])
 
 
 @converts(aten.transpose.int, aten.t.default)
 def transpose(ctx, node):
-    rank = len(ctx.shape(node.args[0]))
+    rank = ctx.rank(node.args[0])
     perm = list(range(rank))
     a, b = (int(node.args[1]) % rank, int(node.args[2]) % rank) if len(node.args) > 2 else (0, rank - 1)
     perm[a], perm[b] = perm[b], perm[a]
@@ -203,7 +219,7 @@ def transpose(ctx, node):
 
 @converts(aten.cat.default)
 def cat(ctx, node):
-    axis = int(_arg(node, 1, "dim", 0)) % len(ctx.shape(node))
+    axis = int(_arg(node, 1, "dim", 0)) % ctx.rank(node)
     return ctx.add("Concat", [ctx.t(a) for a in node.args[0]], node, axis=axis)
 
 
@@ -249,11 +265,16 @@ def global_avg_pool(ctx, node):
 @converts(aten.slice.Tensor)
 def slice_(ctx, node):
     """x[..., start:end:step, ...] on one dim → Slice with the bounds clamped to the traced size."""
-    dim = int(_arg(node, 1, "dim", 0))
-    size = ctx.shape(node.args[0])[dim]
+    dim = int(_arg(node, 1, "dim", 0)) % ctx.rank(node.args[0])
+    size = ctx.dims(node.args[0])[dim]
     start, end = _arg(node, 2, "start"), _arg(node, 3, "end")
-    start = 0 if start is None else max(-size, min(int(start), size))
-    end = size if end is None else max(-size, min(int(end), size))
+    if not all(v is None or isinstance(v, int) for v in (start, end)):
+        raise Unsupported("a slice with dynamic bounds")
+    if isinstance(size, int):
+        start = 0 if start is None else max(-size, min(int(start), size))
+        end = size if end is None else max(-size, min(int(end), size))
+    else:                                      # a dynamic dim: ONNX Slice clamps at run time
+        start, end = (0 if start is None else int(start)), (_INT64_MAX if end is None else min(int(end), _INT64_MAX))
     i64 = lambda v: ctx.const(torch.tensor([v], dtype=torch.int64), "slice")  # noqa: E731
     ins = [ctx.t(node.args[0]), i64(start), i64(end), i64(dim), i64(int(_arg(node, 4, "step", 1)))]
     return ctx.add("Slice", ins, node)

@@ -17,13 +17,13 @@ def _i64(ctx, values, what):
 
 def _slices(ctx, node, dim, sizes, squeeze=False):
     """One Slice per piece along `dim` (a Reshape drops the dim for unbind); returns the list of names."""
-    x, shape, out, start = ctx.t(node.args[0]), ctx.shape(node.args[0]), [], 0
+    x, shape, out, start = ctx.t(node.args[0]), ctx.dims(node.args[0]), [], 0
     dim %= len(shape)
     for size in sizes:
         y = ctx.add("Slice", [x, _i64(ctx, [start], "start"), _i64(ctx, [start + size], "end"),
                               _i64(ctx, [dim], "axis")], None)
         if squeeze:
-            y = ctx.add("Reshape", [y, _i64(ctx, shape[:dim] + shape[dim + 1:], "shape")], None)
+            y = ctx.add("Reshape", [y, ctx.target_shape(node.args[0], shape[:dim] + shape[dim + 1:])], None)
         out.append(y)
         start += size
     return out
@@ -31,7 +31,8 @@ def _slices(ctx, node, dim, sizes, squeeze=False):
 
 @converts(aten.split.Tensor, aten.chunk.default)
 def split(ctx, node):
-    dim, n = int(_arg(node, 2, "dim", 0)), ctx.shape(node.args[0])[int(_arg(node, 2, "dim", 0))]
+    dim = int(_arg(node, 2, "dim", 0))
+    n = ctx.static_dim(node.args[0], dim, str(node.target))
     step = int(node.args[1]) if node.target == aten.split.Tensor else -(-n // int(node.args[1]))
     return _slices(ctx, node, dim, [min(step, n - s) for s in range(0, n, step)])
 
@@ -44,7 +45,7 @@ def split_with_sizes(ctx, node):
 @converts(aten.unbind.int)
 def unbind(ctx, node):
     dim = int(_arg(node, 1, "dim", 0))
-    return _slices(ctx, node, dim, [1] * ctx.shape(node.args[0])[dim], squeeze=True)
+    return _slices(ctx, node, dim, [1] * ctx.static_dim(node.args[0], dim, "unbind"), squeeze=True)
 
 
 def _getitem_check(node):
@@ -64,14 +65,14 @@ def getitem(ctx, node):
 
 @converts(aten.select.int)
 def select(ctx, node):
-    dim = int(node.args[1]) % len(ctx.shape(node.args[0]))
+    dim = int(node.args[1]) % ctx.rank(node.args[0])
     index = ctx.const(torch.tensor(int(node.args[2]), dtype=torch.int64), "index")
     return ctx.add("Gather", [ctx.t(node.args[0]), index], node, axis=dim)
 
 
 def _reduce(op):
     def fn(ctx, node):
-        rank = len(ctx.shape(node.args[0]))
+        rank = ctx.rank(node.args[0])
         dims = _arg(node, 1, "dim")
         dims = list(range(rank)) if not dims else [int(d) % rank for d in dims]
         keep = int(bool(_arg(node, 2, "keepdim", False)))
@@ -127,7 +128,7 @@ def cast(ctx, node):
 
 @converts(aten.expand.default)
 def expand(ctx, node):
-    return ctx.add("Expand", [ctx.t(node.args[0]), _i64(ctx, ctx.shape(node), "shape")], node)
+    return ctx.add("Expand", [ctx.t(node.args[0]), ctx.target_shape(node.args[0], ctx.dims(node), expand=True)], node)
 
 
 @converts(aten._assert_tensor_metadata.default)

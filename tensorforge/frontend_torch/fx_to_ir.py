@@ -29,8 +29,9 @@ class Conversion:
 
 
 class _Ctx:
-    def __init__(self, net: Network, constants: dict):
+    def __init__(self, net: Network, constants: dict, copy_transposed: bool = False):
         self.net, self.names, self.constants = net, {}, constants
+        self.copy_transposed = copy_transposed
         self.current = None
 
     # values of FX arguments
@@ -46,8 +47,11 @@ class _Ctx:
         return isinstance(arg, torch.fx.Node) and arg.name in self.constants
 
     def transposed_const(self, arg) -> str:
-        """The constant's 2-D transpose as a view (shares the parameter's storage)."""
-        return self.const(self.constants[arg.name].t(), f"{arg.name}_T")
+        """The constant's 2-D transpose: a view sharing the parameter's storage, or — when the build converts the
+        weights anyway (`copy_transposed`: fp16/bf16) — a contiguous (in, out) copy, the layout the ONNX exporter
+        gives the same MatMul, so both paths build the same GEMMs on the same weight strides."""
+        wt = self.constants[arg.name].t()
+        return self.const(wt.contiguous() if self.copy_transposed else wt, f"{arg.name}_T")
 
     def const(self, value: torch.Tensor, what: str) -> str:
         return self.net.add_constant(self.net.unique_name(what), value)
@@ -65,6 +69,59 @@ class _Ctx:
             raise Unsupported("a symbolic (dynamic) shape")
         return shape
 
+    def rank(self, arg) -> int:
+        return self._val(arg).dim()
+
+    def dims(self, arg) -> tuple:
+        """The traced sizes: ints, and torch.SymInt for the dims dynamo/export made dynamic."""
+        return tuple(self._val(arg).shape)
+
+    def static_dim(self, arg, i: int, what: str) -> int:
+        d = self._val(arg).shape[i]
+        if not isinstance(d, int):
+            raise Unsupported(f"{what} along a dynamic dimension")
+        return d
+
+    def target_shape(self, src, out_dims, what: str = "shape", expand: bool = False) -> str:
+        """An int64 shape input giving `out_dims` at run time for a value computed from `src`.
+
+        Static dims are written as they are. A dynamic dim is, for Reshape, 0 (ONNX: copy the input's dim) where
+        `src` has the same symbol at the same index, the input's dim read by a Shape layer where `src` has it at
+        another index, or -1 (inferred) for one leftover; for Expand, 1 (keep the input's dim) where the
+        right-aligned input dim is the same symbol. Anything else is Unsupported."""
+        src_dims = self.dims(src)
+        same = lambda a, b: not isinstance(a, int) and not isinstance(b, int) and str(a) == str(b)  # noqa: E731
+        if all(isinstance(d, int) for d in out_dims):
+            return self.const(torch.tensor([int(d) for d in out_dims], dtype=torch.int64), what)
+        if not expand and any(isinstance(d, int) and d == 0 for d in out_dims):
+            raise Unsupported(f"a {what} with a zero-size dim next to a dynamic one")
+        pieces, static, inferred = [], [], False
+        for i, d in enumerate(out_dims):
+            if isinstance(d, int):
+                static.append(int(d))
+                continue
+            if expand:
+                j = i - (len(out_dims) - len(src_dims))
+                if j < 0 or not same(src_dims[j], d):
+                    raise Unsupported(f"an expand to a dynamic size the input does not have ({d})")
+                static.append(1)
+            elif i < len(src_dims) and same(src_dims[i], d):
+                static.append(0)
+            elif any(same(s, d) for s in src_dims):
+                if static:
+                    pieces.append(self.const(torch.tensor(static, dtype=torch.int64), what))
+                    static = []
+                j = next(k for k, s in enumerate(src_dims) if same(s, d))
+                pieces.append(self.add("Shape", [self.t(src)], None, start=j, end=j + 1))
+            elif not inferred:
+                static.append(-1)
+                inferred = True
+            else:
+                raise Unsupported(f"a {what} with several dynamic dims not carried over from its input ({out_dims})")
+        if static:
+            pieces.append(self.const(torch.tensor(static, dtype=torch.int64), what))
+        return pieces[0] if len(pieces) == 1 else self.add("Concat", pieces, None, axis=0)
+
     def dtype(self, arg) -> torch.dtype:
         return self._val(arg).dtype
 
@@ -76,10 +133,10 @@ class _Ctx:
 
 
 def fx_to_ir(gm: torch.fx.GraphModule, constants: dict | None = None, name: str = "torch",
-             strict: bool = True) -> Conversion:
+             strict: bool = True, copy_transposed: bool = False) -> Conversion:
     constants = dict(constants or {})
     net = Network(name)
-    ctx = _Ctx(net, constants)
+    ctx = _Ctx(net, constants, copy_transposed)
     result = Conversion(net)
     for node in gm.graph.nodes:
         ctx.current = node
@@ -93,11 +150,7 @@ def fx_to_ir(gm: torch.fx.GraphModule, constants: dict | None = None, name: str 
                 if not isinstance(val, torch.Tensor):
                     result.unsupported.append((node.name, "placeholder", "a non-tensor graph input"))
                     continue
-                try:
-                    shape = ctx.shape(node)
-                except Unsupported as e:
-                    result.unsupported.append((node.name, "placeholder", str(e)))
-                    continue
+                shape = tuple(d if isinstance(d, int) else -1 for d in val.shape)   # -1: dynamic (a profile's)
                 net._names.add(node.name)
                 net.add_input(node.name, val.dtype, shape)
                 ctx.names[node.name] = node.name

@@ -21,6 +21,7 @@ from ..util.errors import UsageError
 from ..util.log import get_logger
 from .converters import unsupported_reason
 from .fx_to_ir import fx_to_ir
+from .runner import EngineCall
 
 _OPTIONS = {"fp16", "bf16", "tf32", "optimization_level", "device", "timing_cache"}
 
@@ -30,6 +31,15 @@ class Report:
     breaks: list[tuple[str, str, str]] = field(default_factory=list)   # (node, op, reason) left to PyTorch
     engines: int = 0
     converted_nodes: int = 0
+    built: list = field(default_factory=list, repr=False)             # the Engines, in graph order
+
+    def layer_ops(self) -> dict[str, int]:
+        """Layer op → count over the built engines (the fused network: what runs)."""
+        counts: dict[str, int] = {}
+        for engine in self.built:
+            for layer in engine.data.layers:
+                counts[layer.op] = counts.get(layer.op, 0) + 1
+        return dict(sorted(counts.items()))
 
     def __str__(self) -> str:
         lines = [f"{self.engines} engine(s), {self.converted_nodes} node(s) converted, {len(self.breaks)} break(s)"]
@@ -54,24 +64,29 @@ def build_options(options: dict | None, example_args) -> tuple[BuilderConfig, ob
     return config, device
 
 
-class EngineCall(torch.nn.Module):
-    """Runs one engine: takes every placeholder of its graph positionally, feeds the network inputs."""
+def symbolic_profile(gm: torch.fx.GraphModule, inputs: list[str], points: dict | None) -> list:
+    """One OptimizationProfile for the engine inputs of `gm` whose traced sizes are symbolic: each dim's expression
+    evaluated at the min/opt/max values of the symbols (`points`: {"min"|"opt"|"max": {sympy symbol: int}}). Sizes
+    are sums and products of the symbols, so they grow with them and the three points stay ordered."""
+    if not points:
+        return []
+    from ..builder import OptimizationProfile
+    vals = {n.name: n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"}
+    profile = OptimizationProfile()
+    for name in inputs:
+        dims = list(vals[name].shape)
+        if all(isinstance(d, int) for d in dims):
+            continue
+        at = {k: tuple(int(d) if isinstance(d, int) else int(d.node.expr.xreplace(pt)) for d in dims)
+              for k, pt in points.items()}
+        profile.set_shape(name, at["min"], at["opt"], at["max"])
+    return [profile] if profile.shapes else []
 
-    def __init__(self, engine: Engine, arg_names: list[str], feeds: list[str], outputs: list[str], as_tuple: bool):
-        super().__init__()
-        self.engine, self.arg_names, self.feeds, self.outputs = engine, arg_names, feeds, outputs
-        self.as_tuple = as_tuple
 
-    def forward(self, *args):
-        values = dict(zip(self.arg_names, args))
-        with torch.no_grad():
-            out = self.engine.run({n: values[n].detach() for n in self.feeds})
-        flat = [out[o] for o in self.outputs]
-        return tuple(flat) if self.as_tuple else flat[0]
-
-
-def _engine_call(gm: torch.fx.GraphModule, constants: dict, config, device, name: str) -> tuple[EngineCall, int]:
-    conv = fx_to_ir(gm, constants, name=name)
+def _engine_call(gm: torch.fx.GraphModule, constants: dict, config, device, name: str,
+                 points: dict | None = None) -> tuple[EngineCall, int]:
+    conv = fx_to_ir(gm, constants, name=name, copy_transposed=config.fp16 or config.bf16)
+    config.profiles = symbolic_profile(gm, conv.inputs, points)
     engine = Engine(build_engine(conv.network, config), device)
     placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
@@ -85,7 +100,9 @@ class _Support(OperatorSupportBase):
         return node.op == "call_function" and unsupported_reason(node) is None
 
 
-def lower_graph(gm: torch.fx.GraphModule, constants: dict, options: dict | None, example_args) -> tuple:
+def lower_graph(gm: torch.fx.GraphModule, constants: dict, options: dict | None, example_args,
+                points: dict | None = None) -> tuple:
+    """`points`: the min/opt/max values of the graph's size symbols when its shapes are symbolic (dynamic.py)."""
     config, device = build_options(options, example_args)
     log, report = get_logger(), Report()
     for node in gm.graph.nodes:
@@ -95,8 +112,9 @@ def lower_graph(gm: torch.fx.GraphModule, constants: dict, options: dict | None,
                 report.breaks.append((node.name, str(node.target), reason))
                 log.warning(f"tensorforge: graph break at {node.name} ({node.target}): {reason}; it runs in PyTorch")
     if not report.breaks:
-        call, report.converted_nodes = _engine_call(gm, constants, config, device, "torch")
+        call, report.converted_nodes = _engine_call(gm, constants, config, device, "torch", points)
         report.engines = 1
+        report.built.append(call.engine)
         return call, report
     partitioner = CapabilityBasedPartitioner(gm, _Support(), allows_single_node_partition=True)
     fused = partitioner.fuse_partitions(partitioner.propose_partitions())
@@ -112,9 +130,10 @@ def lower_graph(gm: torch.fx.GraphModule, constants: dict, options: dict | None,
                 ph.meta["val"] = outer_meta[arg.name].meta.get("val")
             if isinstance(arg, torch.fx.Node) and arg.op == "placeholder" and arg.name in constants:
                 sub_consts[ph.name] = constants[arg.name]
-        call, count = _engine_call(sub, sub_consts, config, device, str(node.target))
+        call, count = _engine_call(sub, sub_consts, config, device, str(node.target), points)
         setattr(fused, node.target, call)
         report.engines += 1
+        report.built.append(call.engine)
         report.converted_nodes += count
     fused.recompile()
     return fused, report
