@@ -16,6 +16,20 @@ RNG = np.random.default_rng(13)
 NQ, NKV, H = 4, 2, 32       # onnxruntime rotates head sizes that are multiples of 16, rotary_dim multiples of 16
 
 
+
+@pytest.fixture(autouse=True, params=["torch_sdpa", "torch_ref"])
+def tactic(request, monkeypatch):
+    """Every case runs twice against onnxruntime: through the SDPA tactic, and through the op's reference (the
+    tactic hidden from the registry)."""
+    from tensorforge.kernels import registry
+    if request.param == "torch_ref":
+        monkeypatch.setitem(registry._TACTICS, "GroupQueryAttention", [])
+    return request.param
+
+
+def _chosen(engine):
+    return [la.tactic for la in engine.data.layers if la.op == "GroupQueryAttention"]
+
 def _f(*shape):
     return RNG.normal(size=shape).astype(np.float32)
 
@@ -115,3 +129,11 @@ def test_gqa_refusals():
     with pytest.raises(UnsupportedOpError, match="sliding_window_cache"):
         tfg.build(_model(_ins(feeds), feeds, sliding_window_cache=1, local_window_size=2).SerializeToString(),
                   device="cpu")
+
+
+def test_gqa_tactic_choice(tactic):
+    feeds = _feeds(**CASES["decode"])
+    engine = check_against_ort(_model(_ins(feeds), feeds), feeds)
+    assert _chosen(engine) == ["groupqueryattention.torch_sdpa" if tactic == "torch_sdpa" else "any.torch_ref"]
+    engine = check_against_ort(_model(_ins(feeds), feeds, softcap=3.0), feeds)
+    assert _chosen(engine) == ["any.torch_ref"]           # softcap: no SDPA hook

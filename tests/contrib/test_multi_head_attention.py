@@ -20,6 +20,20 @@ B, S, L, N, H = 2, 4, 5, 2, 8
 D = N * H
 
 
+
+@pytest.fixture(autouse=True, params=["torch_sdpa", "torch_ref"])
+def tactic(request, monkeypatch):
+    """Every case runs twice against onnxruntime: through the SDPA tactic, and through the op's reference (the
+    tactic hidden from the registry)."""
+    from tensorforge.kernels import registry
+    if request.param == "torch_ref":
+        monkeypatch.setitem(registry._TACTICS, "MultiHeadAttention", [])
+    return request.param
+
+
+def _chosen(engine):
+    return [la.tactic for la in engine.data.layers if la.op == "MultiHeadAttention"]
+
 def _f(*shape, scale=1.0):
     return (RNG.normal(size=shape) * scale).astype(np.float32)
 
@@ -179,3 +193,11 @@ def test_mha_refusals():
     feeds = {"q": _f(B, S, D), "m": np.ones(3 * B + 2, np.int32)}
     with pytest.raises(UnsupportedOpError, match="3B"):
         tfg.build(_model(["q", "q", "q", "", "m"], feeds).SerializeToString(), device="cpu")
+
+
+def test_mha_tactic_choice(tactic):
+    feeds = {"q": _f(B, S, D), "m": _mask2(S)}
+    engine = check_against_ort(_model(["q", "q", "q", "", "m"], feeds), feeds)
+    assert _chosen(engine) == ["multiheadattention.torch_sdpa" if tactic == "torch_sdpa" else "any.torch_ref"]
+    engine = check_against_ort(_model(["q", "q", "q", "", "m"], feeds, outs=("y", "", "", "qk")), feeds)
+    assert _chosen(engine) == ["any.torch_ref"]           # the qk output needs the score matrix

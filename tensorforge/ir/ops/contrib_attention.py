@@ -53,12 +53,9 @@ def _padding_mask(mask, batch, sq, total, fill, dtype, device):
     return torch.where(keep, zero, torch.full((), fill, dtype=dtype, device=device))
 
 
-@op("MultiHeadAttention", attrs={"num_heads": None, "mask_filter_value": -10000.0, "scale": 0.0,
-                                 "unidirectional": 0})
-def multi_head_attention(query, key=None, value=None, bias=None, key_padding_mask=None, attention_bias=None,
-                         past_key=None, past_value=None, *, num_heads, mask_filter_value=-10000.0, scale=0.0,
-                         unidirectional=0):
-    """com.microsoft MultiHeadAttention (module doc) → (Y, present_key, present_value, qk)."""
+def mha_operands(query, key, value, bias, key_padding_mask, attention_bias, past_key, num_heads, mask_filter_value):
+    """MultiHeadAttention's Q, K, V as (B, N, ·, H) (bias added, packed inputs split) and its additive mask
+    (B, 1|N, 1|S, T) or None — shared by the reference and the SDPA tactic."""
     if query.dim() == 5:
         q4, k4, v4 = _unpack(query, 3)
     else:
@@ -79,10 +76,21 @@ def multi_head_attention(query, key=None, value=None, bias=None, key_padding_mas
         mask = _padding_mask(key_padding_mask, batch, sq, total, mask_filter_value, q4.dtype, q4.device)
     if attention_bias is not None:
         mask = attention_bias.to(q4.dtype) if mask is None else mask + attention_bias.to(q4.dtype)
+    return q4, k4, v4, mask
+
+
+@op("MultiHeadAttention", attrs={"num_heads": None, "mask_filter_value": -10000.0, "scale": 0.0,
+                                 "unidirectional": 0})
+def multi_head_attention(query, key=None, value=None, bias=None, key_padding_mask=None, attention_bias=None,
+                         past_key=None, past_value=None, *, num_heads, mask_filter_value=-10000.0, scale=0.0,
+                         unidirectional=0):
+    """com.microsoft MultiHeadAttention (module doc) → (Y, present_key, present_value, qk)."""
+    q4, k4, v4, mask = mha_operands(query, key, value, bias, key_padding_mask, attention_bias, past_key, num_heads,
+                                    mask_filter_value)
     y4, present_k, present_v, qk = attention(q4, k4, v4, mask, past_key, past_value, scale=scale or None,
                                              is_causal=unidirectional, q_num_heads=num_heads,
                                              kv_num_heads=num_heads, qk_matmul_output_mode=2)
-    y = y4.transpose(1, 2).reshape(batch, sq, -1)
+    y = y4.transpose(1, 2).reshape(q4.shape[0], q4.shape[2], -1)
     return y, present_k, present_v, qk
 
 
@@ -104,12 +112,10 @@ _GQA_ATTRS = {"num_heads": None, "kv_num_heads": None, "scale": 0.0, "softcap": 
               "do_rotary": 0, "rotary_interleaved": 0, "causal": 1, "smooth_softmax": 0}
 
 
-@op("GroupQueryAttention", attrs=dict(_GQA_ATTRS), infer=_gqa_infer, value_inputs=(6,))
-def group_query_attention(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
-                          total_sequence_length=None, cos_cache=None, sin_cache=None, position_ids=None,
-                          attention_bias=None, head_sink=None, *, num_heads, kv_num_heads, scale=0.0, softcap=0.0,
-                          local_window_size=-1, do_rotary=0, rotary_interleaved=0, causal=1, smooth_softmax=0):
-    """com.microsoft GroupQueryAttention (module doc) → (Y, present_key, present_value)."""
+def gqa_operands(query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache, sin_cache,
+                 position_ids, *, num_heads, kv_num_heads, do_rotary, rotary_interleaved, causal, local_window_size):
+    """GroupQueryAttention up to the scores (module doc): Q (B, Nq, S, H) rotated, the present caches
+    (B, Nkv, P+, H) and the (B, 1, S, P+) bool mask of attended keys — shared by the reference and the SDPA tactic."""
     batch, sq = query.shape[:2]
     if key is None:
         head = query.shape[2] // (num_heads + 2 * kv_num_heads)
@@ -123,34 +129,22 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
     p_len = past_key.shape[2] if past_key is not None else 0
     present_len = max(total, p_len)
     t_b = seqlens_k.to(dev).to(torch.int64).reshape(-1) + 1                       # (B,)
-    first_prompt = sq == total
-    past_b = torch.zeros_like(t_b) if first_prompt else t_b - sq
+    past_b = torch.zeros_like(t_b) if sq == total else t_b - sq                   # first prompt: no past
     if do_rotary:
         pos = (position_ids.to(dev).to(torch.int64) if position_ids is not None
                else past_b.reshape(-1, 1) + torch.arange(sq, device=dev).reshape(1, -1))
         rotary = get_spec("RotaryEmbedding").reference
         rd = cos_cache.shape[1] * 2
-        q4 = rotary(q4, cos_cache, sin_cache, pos, interleaved=rotary_interleaved, rotary_embedding_dim=rd,
-                    num_heads=0)
-        k4 = rotary(k4, cos_cache, sin_cache, pos, interleaved=rotary_interleaved, rotary_embedding_dim=rd,
-                    num_heads=0)
+        q4, k4 = (rotary(t, cos_cache, sin_cache, pos, interleaved=rotary_interleaved, rotary_embedding_dim=rd,
+                         num_heads=0) for t in (q4, k4))
     present_k = torch.zeros(batch, kv_num_heads, present_len, head, dtype=dt, device=dev)
     present_v = torch.zeros_like(present_k)
-    for b in range(batch):
-        pb = int(past_b[b])
+    for b, pb in enumerate(past_b.tolist()):
         if pb:
             present_k[b, :, :pb] = past_key[b, :, :pb]
             present_v[b, :, :pb] = past_value[b, :, :pb]
         present_k[b, :, pb:pb + sq] = k4[b]
         present_v[b, :, pb:pb + sq] = v4[b]
-    group = num_heads // kv_num_heads
-    kk, vv = present_k.repeat_interleave(group, dim=1), present_v.repeat_interleave(group, dim=1)
-    alpha = scale if scale else 1.0 / math.sqrt(head)
-    s = torch.matmul(q4.float(), kk.float().transpose(-1, -2)) * alpha            # (B, Nq, S, P+)
-    if softcap > 0:
-        s = softcap * torch.tanh(s / softcap)
-    if attention_bias is not None:
-        s = s + attention_bias.to(dev).float()[..., :present_len]
     j = torch.arange(present_len, device=dev).reshape(1, 1, present_len)
     i_abs = past_b.reshape(-1, 1, 1) + torch.arange(sq, device=dev).reshape(1, sq, 1)      # (B, S, 1)
     keep = j < t_b.reshape(-1, 1, 1)
@@ -158,7 +152,29 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
         keep = keep & (j <= i_abs)
     if local_window_size >= 0:
         keep = keep & (j > i_abs - local_window_size)
-    keep = keep.unsqueeze(1)                                                       # (B, 1, S, P+)
+    return q4, present_k, present_v, keep.unsqueeze(1)
+
+
+@op("GroupQueryAttention", attrs=dict(_GQA_ATTRS), infer=_gqa_infer, value_inputs=(6,))
+def group_query_attention(query, key=None, value=None, past_key=None, past_value=None, seqlens_k=None,
+                          total_sequence_length=None, cos_cache=None, sin_cache=None, position_ids=None,
+                          attention_bias=None, head_sink=None, *, num_heads, kv_num_heads, scale=0.0, softcap=0.0,
+                          local_window_size=-1, do_rotary=0, rotary_interleaved=0, causal=1, smooth_softmax=0):
+    """com.microsoft GroupQueryAttention (module doc) → (Y, present_key, present_value)."""
+    q4, present_k, present_v, keep = gqa_operands(
+        query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache, sin_cache,
+        position_ids, num_heads=num_heads, kv_num_heads=kv_num_heads, do_rotary=do_rotary,
+        rotary_interleaved=rotary_interleaved, causal=causal, local_window_size=local_window_size)
+    batch, _, sq, head = q4.shape
+    dev, dt = query.device, query.dtype
+    group = num_heads // kv_num_heads
+    kk, vv = present_k.repeat_interleave(group, dim=1), present_v.repeat_interleave(group, dim=1)
+    alpha = scale if scale else 1.0 / math.sqrt(head)
+    s = torch.matmul(q4.float(), kk.float().transpose(-1, -2)) * alpha            # (B, Nq, S, P+)
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    if attention_bias is not None:
+        s = s + attention_bias.to(dev).float()[..., :s.shape[-1]]
     s = torch.where(keep, s, torch.full((), -math.inf, device=dev))
     m = s.amax(dim=-1, keepdim=True)
     sink = None
@@ -170,6 +186,5 @@ def group_query_attention(query, key=None, value=None, past_key=None, past_value
         m = torch.maximum(m, sink)
     e = torch.where(keep, torch.exp(s - m), torch.zeros((), device=dev))
     den = e.sum(dim=-1, keepdim=True) + (torch.exp(sink - m) if sink is not None else 0)
-    probs = e / den
-    y = torch.matmul(probs, vv.float()).to(dt)
+    y = torch.matmul(e / den, vv.float()).to(dt)
     return y.transpose(1, 2).reshape(batch, sq, num_heads * head), present_k, present_v

@@ -28,6 +28,12 @@ def _rank(ctx, name):
     return None if info is None or info.shape is None else len(info.shape)
 
 
+def _wanted(node) -> int:
+    """1 + the index of the last output the node names (the IR layer declares no more)."""
+    named = [i for i, o in enumerate(node.outputs) if o]
+    return (named[-1] + 1) if named else 1
+
+
 @importer("MultiHeadAttention", versions=(1,), domain=MS)
 def import_multi_head_attention(ctx, node, inputs):
     """Self/cross attention: unpacked, packed QKV/KV or BNSH K/V, bias, padding mask, attention_bias, past/present."""
@@ -55,8 +61,8 @@ def import_multi_head_attention(ctx, node, inputs):
     ins = list(inputs[:8])
     while ins and not ins[-1]:
         ins.pop()
-    produced = ctx.add("MultiHeadAttention", ins, attrs, num_outputs=4)
-    return [p if (i == 0 or outs[i]) else "" for i, p in enumerate(produced)][:max(1, len(node.outputs))]
+    produced = ctx.add("MultiHeadAttention", ins, attrs, num_outputs=_wanted(node))   # qk only when asked for
+    return [p if (i == 0 or outs[i]) else "" for i, p in enumerate(produced)]
 
 
 _GQA_PASS = ("num_heads", "kv_num_heads", "scale", "softcap", "local_window_size", "do_rotary", "rotary_interleaved",
@@ -92,6 +98,6 @@ def import_group_query_attention(ctx, node, inputs):
     ins = list(inputs[:12])
     while ins and not ins[-1]:
         ins.pop()
-    produced = ctx.add("GroupQueryAttention", ins, attrs, num_outputs=3)
+    produced = ctx.add("GroupQueryAttention", ins, attrs, num_outputs=min(3, _wanted(node)))
     outs = list(node.outputs) + [""] * 3
-    return [p if (i == 0 or outs[i]) else "" for i, p in enumerate(produced)][:max(1, len(node.outputs))]
+    return [p if (i == 0 or outs[i]) else "" for i, p in enumerate(produced)]
