@@ -18,6 +18,8 @@ from . import triton_pointwise  # noqa: F401  (generated kernels of PointwiseCha
 from . import torch_fused  # noqa: F401  (SDPA, layer_norm, addmm and conv epilogues for fused ops)
 from . import cpu_onednn  # noqa: F401  (CPU: oneDNN linear with packed weights and fused activations)
 from . import cpu_conv_kx1  # noqa: F401  (CPU: K×1 convolutions as conv1d along the height)
+from . import cpu_conv_onednn  # noqa: F401  (CPU: oneDNN channels-last convolution, packed weights, fused epilogue)
+from . import cpu_shape_ops  # noqa: F401  (CPU: Reshape/Unsqueeze/Squeeze with parsed shapes kept, scalar Gather)
 from . import quant_int_mm  # noqa: F401  (QuantizedMatMul/Conv: torch._int_mm, exact int32, on CUDA and CPU)
 from . import fp8_scaled_mm  # noqa: F401  (QuantizedMatMul/Conv in FP8 E4M3: torch._scaled_mm on Hopper)
 from . import quant_float_exact  # noqa: F401  (QuantizedConv/ConvTranspose, depthwise too: exact float32 conv)

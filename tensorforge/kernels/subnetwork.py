@@ -1,11 +1,18 @@
-"""The `subnetwork` tactic: control-flow layers whose bodies run through kernels, not references.
+"""The `subnetwork` tactic: control-flow layers whose bodies run as pre-planned programs of kernels.
 
 For If, Loop, Scan, SequenceMap and FlexAttention, `build` instantiates one kernel per layer of every body
-(nested bodies get their own tactic the same way), choosing each layer's highest-priority applicable
-tactic — bodies are not timed. Running the layer calls the op's reference (the control logic: which
-branch, how many trips) inside `ir.ops.control.body_kernels(table)`, so `run_network` dispatches every
-body layer to its kernel. Memory traffic is the bodies' own, times the trip count.
+(nested bodies get their own tactic the same way), choosing each layer's highest-priority applicable tactic —
+bodies are not timed. If, Loop and Scan (Scan-9+ form) compile each body once into a `BodyProgram`: numbered
+slots, the body's constants on the device once, each layer's kernel with its input and output slot numbers, and
+every slot cleared after its last reader — so a trip is one list copy and the kernel calls, with no name lookups,
+no dict built, no constant moved and no trip-counter tensor made again (counters are made once per index and kept).
+Their control logic (which branch; trip count and condition; slicing and stacking) follows the op references of
+ir/ops/control.py exactly. SequenceMap, FlexAttention and Scan-8 (batch_axis) run the reference's control logic
+inside `ir.ops.control.body_kernels(table)`, so `run_network` dispatches every body layer to its kernel.
+Memory traffic is the bodies' own, times the trip count.
 """
+
+import torch
 
 from ..ir import Network, get_spec
 from ..ir.interpret import as_outputs
@@ -15,7 +22,7 @@ from .registry import candidates, tactic
 _OPS = ("If", "Loop", "Scan", "SequenceMap", "FlexAttention")
 
 
-def _prepare(net: Network, device, table: dict) -> None:
+def _kernels(net: Network, device) -> list:
     kernels = []
     for layer in net.layers:
         found, reasons = candidates(layer, device)
@@ -25,20 +32,197 @@ def _prepare(net: Network, device, table: dict) -> None:
         tac, cfg = next(((t, c) for t, c in found if t.fits is None), found[0])
         layer.tactic = tac.id(cfg)
         kernels.append(tac.build(layer, cfg, device))
-    table[id(net)] = kernels
+    return kernels
 
 
-def _build(layer, cfg, device):
+class BodyProgram:
+    """`net` compiled once: program(inputs) → the body's outputs, inputs one per net.inputs in order.
+
+    Slot 0 is the sink for absent outputs, slot 1 always None (absent optional inputs); then the constants (on
+    `device`, moved once), the inputs, and one slot per value a layer produces. Per call: one copy of the slot
+    template, the inputs written into their slots, each kernel run on its input slots, slots freed after their
+    last reader (the body's outputs are kept)."""
+
+    def __init__(self, net: Network, device, kernels: list):
+        table: dict[str, int] = {}
+        template: list = [None, None]
+
+        def slot(name, value=None):
+            if name not in table:
+                table[name] = len(template)
+                template.append(value)
+            return table[name]
+        for name, t in net.constants.items():
+            slot(name, t.to(device))
+        self.in_slots = tuple(slot(n) for n in net.inputs)
+        last: dict[str, int] = {}
+        for index, layer in enumerate(net.layers):
+            for i in layer.inputs:
+                if i:
+                    last[i] = index
+        keep = set(net.outputs) | set(net.constants)
+        program = []
+        for index, (layer, kernel) in enumerate(zip(net.layers, kernels)):
+            missing = [i for i in layer.inputs if i and i not in table]
+            if missing:
+                raise ValueError(f"body layer {layer.name!r} reads {missing[0]!r}, which nothing before it produces")
+            ins = tuple(table[i] if i else 1 for i in layer.inputs)
+            outs = tuple(slot(o) if o else 0 for o in layer.outputs)
+            frees = tuple(table[n] for n in dict.fromkeys(layer.inputs) if n and last.get(n) == index and n not in keep)
+            program.append((kernel, ins, outs, frees))
+        missing = [n for n in net.outputs if n not in table]
+        if missing:
+            raise ValueError(f"body output {missing[0]!r} is produced by no layer and is no input or constant")
+        self.program = tuple(program)
+        self.template = template
+        self.out_slots = tuple(table[n] for n in net.outputs)
+
+    def __call__(self, inputs) -> list:
+        slots = self.template[:]
+        for s, v in zip(self.in_slots, inputs):
+            slots[s] = v
+        for kernel, ins, outs, frees in self.program:
+            for s, t in zip(outs, kernel([slots[i] for i in ins])):
+                slots[s] = t
+            for s in frees:
+                slots[s] = None
+        return [slots[s] for s in self.out_slots]
+
+
+def _truth(t) -> bool:
+    return bool(t.reshape(-1)[0].item())
+
+
+def _device_of(values, default):
+    for v in values:
+        if v is not None and hasattr(v, "device"):
+            return v.device
+    return default
+
+
+class _Counters:
+    """The trip counters i = 0, 1, … as int64 scalars on one device, each made once and kept (bodies read them,
+    never write them: kernels write only their own fresh outputs)."""
+
+    def __init__(self):
+        self.device, self.items = None, []
+
+    def get(self, i: int, device) -> torch.Tensor:
+        if device != self.device:
+            self.device, self.items = device, []
+        while len(self.items) <= i:
+            self.items.append(torch.tensor(len(self.items), dtype=torch.int64, device=device))
+        return self.items[i]
+
+
+def _loop(layer, device):
+    body: Network = layer.attrs["body"]
+    program = BodyProgram(body, device, _kernels(body, device))
+    num_captured = int(layer.attrs.get("num_captured", 0))
+    counters, flags = _Counters(), {}
+
+    def flag(value: bool, dev) -> torch.Tensor:
+        key = (value, dev)
+        if key not in flags:
+            flags[key] = torch.tensor(value, device=dev)
+        return flags[key]
+
+    def run(inputs):
+        """Loop(M, cond, *v0, *captured) as ir/ops/control.loop: trips while i < M and cond."""
+        max_trips, cond, rest = inputs[0], inputs[1], inputs[2:]
+        n_state = len(rest) - num_captured
+        state, captured = list(rest[:n_state]), list(rest[n_state:])
+        dev = _device_of([max_trips, cond, *rest], device)
+        limit = None if max_trips is None else int(max_trips.reshape(-1)[0].item())
+        going = True if cond is None else _truth(cond)
+        n_scan = len(body.outputs) - 1 - n_state
+        scans: list[list] = [[] for _ in range(n_scan)]
+        i = 0
+        while going and (limit is None or i < limit):
+            outs = program([counters.get(i, dev), flag(going, dev), *state, *captured])
+            going, state = _truth(outs[0]), outs[1:1 + n_state]
+            for k in range(n_scan):
+                scans[k].append(outs[1 + n_state + k])
+            i += 1
+        stacked = []
+        for k, items in enumerate(scans):
+            if items:
+                stacked.append(torch.stack([t.to(dev) for t in items]))
+            else:
+                dtype = body.tensors[body.outputs[1 + n_state + k]].dtype or torch.float32
+                stacked.append(torch.empty((0,), dtype=dtype, device=dev))
+        return [*state, *stacked]
+    return run
+
+
+def _if(layer, device):
+    then_b, else_b = layer.attrs["then_branch"], layer.attrs["else_branch"]
+    then_p = BodyProgram(then_b, device, _kernels(then_b, device))
+    else_p = BodyProgram(else_b, device, _kernels(else_b, device))
+    n = len(layer.outputs)
+
+    def run(inputs):
+        return (then_p if _truth(inputs[0]) else else_p)(list(inputs[1:]))[:n]
+    return run
+
+
+def _scan(layer, device):
+    a = layer.attrs
+    body: Network = a["body"]
+    program = BodyProgram(body, device, _kernels(body, device))
+    num_scan, num_captured = int(a["num_scan_inputs"]), int(a.get("num_captured", 0))
+
+    def run(ins):
+        """Scan-9+ as ir/ops/control.scan: slices along the input axes (reversed where asked), outputs stacked."""
+        n_state = len(ins) - num_scan - num_captured
+        state = list(ins[:n_state])
+        xs = list(ins[n_state:n_state + num_scan])
+        captured = list(ins[n_state + num_scan:])
+        in_axes = [ax % x.dim() for ax, x in zip(a.get("scan_input_axes") or [0] * len(xs), xs)]
+        in_dirs = a.get("scan_input_directions") or [0] * len(xs)
+        steps = xs[0].shape[in_axes[0]] if xs else 0
+        n_out = len(body.outputs) - n_state
+        ys: list[list] = [[] for _ in range(n_out)]
+        for t in range(steps):
+            slices = [x.select(ax, steps - 1 - t if d else t) for x, ax, d in zip(xs, in_axes, in_dirs)]
+            outs = program([*state, *slices, *captured])
+            state = outs[:n_state]
+            for k in range(n_out):
+                ys[k].append(outs[n_state + k])
+        out_axes = a.get("scan_output_axes") or [0] * n_out
+        out_dirs = a.get("scan_output_directions") or [0] * n_out
+        stacked = []
+        for k in range(n_out):
+            items = ys[k][::-1] if out_dirs[k] else ys[k]
+            if not items:
+                raise ValueError("Scan over zero steps has no shape for its scan outputs")
+            stacked.append(torch.stack(items, dim=out_axes[k] % (items[0].dim() + 1)))
+        return [*state, *stacked]
+    return run
+
+
+def _by_reference(layer, device):
+    """The op reference's control logic, its bodies' layers dispatched to their kernels (body_kernels)."""
     table: dict = {}
     for value in layer.attrs.values():
         if isinstance(value, Network):
-            _prepare(value, device, table)
+            table[id(value)] = _kernels(value, device)
     fn, attrs, n = get_spec(layer.op).reference, layer.attrs, len(layer.outputs)
 
     def run(inputs):
         with body_kernels(table):
             return as_outputs(fn(*inputs, **attrs), n)
     return run
+
+
+def _build(layer, cfg, device):
+    if layer.op == "Loop":
+        return _loop(layer, device)
+    if layer.op == "If":
+        return _if(layer, device)
+    if layer.op == "Scan" and not layer.attrs.get("batch_axis", 0):
+        return _scan(layer, device)
+    return _by_reference(layer, device)
 
 
 for _op in _OPS:

@@ -77,7 +77,7 @@ _ONEDNN = torch.backends.mkldnn.is_available()
 
 @pytest.mark.parametrize("op,name", [("Attention", "torch_sdpa"), ("LayerNormalization", "torch_layer_norm"),
                                      ("MatMulEpilogue", "onednn_linear" if _ONEDNN else "torch_addmm"),
-                                     ("FusedConv", "torch_conv")])
+                                     ("FusedConv", "cpu_onednn_nhwc" if _ONEDNN else "torch_conv")])
 def test_library_tactic_preferred_over_the_reference_on_cpu(op, name):
     found, _ = candidates(layer(op, 3), CPU)
     names = [t.name for t, _ in found]

@@ -2,7 +2,8 @@
 
 `broken(monkeypatch, op, tactic, layer_op, factor)` wraps one registered tactic's `build` so every kernel it makes
 scales its floating outputs by `factor` (1.01: a 1 % error, ten times the checks' rtol) on layers whose op is
-`layer_op`; `broken_reference(monkeypatch, op)` does the same to an IR op's reference (the light models' Conv).
+`layer_op`; `broken_reference(monkeypatch, op)` does the same to an IR op's reference (the light models' Conv:
+`broken_conv` breaks it and the CPU convolution tactic together).
 Both count the calls, so a mutation the model never reaches cannot pass as "caught". Each case calls
 the comparison function the model test itself calls and asserts that it raises AssertionError; the control
 case (factor 1, same wrapper) asserts that the wrapper alone changes nothing. Checks covered:
@@ -69,15 +70,38 @@ def broken_reference(monkeypatch, op: str, factor: float = 1.01) -> dict:
     return calls
 
 
+class _Calls:
+    """The summed call counters of several mutations, read as calls["n"]."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def __getitem__(self, key):
+        return sum(p[key] for p in self.parts)
+
+
+def broken_conv(monkeypatch, factor: float = 1.01) -> _Calls:
+    """Every CPU convolution path scaled by `factor`: the Conv reference (torch_ref, torch_conv) and the oneDNN
+    channels-last tactic of Conv, FusedConv and FusedConvPool (kernels/cpu_conv_onednn.py) that CPU builds choose."""
+    return _Calls([broken_reference(monkeypatch, "Conv", factor)] + [
+        broken(monkeypatch, op, "cpu_onednn_nhwc", factor=factor) for op in ("Conv", "FusedConv", "FusedConvPool")])
+
+
+def _mutate(monkeypatch, op, tactic, layer_op, factor):
+    if tactic:
+        return broken(monkeypatch, op, tactic, layer_op, factor)
+    return broken_conv(monkeypatch, factor) if op == "Conv" else broken_reference(monkeypatch, op, factor)
+
+
 def _caught(check, monkeypatch, op, tactic=None, layer_op=None):
-    calls = broken(monkeypatch, op, tactic, layer_op) if tactic else broken_reference(monkeypatch, op)
+    calls = _mutate(monkeypatch, op, tactic, layer_op, 1.01)
     with pytest.raises(AssertionError, match="tolerance|Mismatch"):
         check()
     assert calls["n"] > 0, f"{op}.{tactic} never ran: the mutation says nothing about this check"
 
 
 def _passes(check, monkeypatch, op, tactic=None, layer_op=None):
-    calls = broken(monkeypatch, op, tactic, layer_op, factor=1.0) if tactic else broken_reference(monkeypatch, op, 1.0)
+    calls = _mutate(monkeypatch, op, tactic, layer_op, 1.0)
     check()
     assert calls["n"] > 0
 
@@ -93,8 +117,8 @@ def test_light_check_passes_with_the_identity_mutation(monkeypatch):
     _passes(lambda: check_light("squeezenet"), monkeypatch, "Conv")
 
 
-CNN_TARGETS = {"resnet": ("FusedConv", "torch_conv"), "mobilenet_v3": ("FusedConv", "torch_conv"),
-               "efficientnet": ("FusedConv", "torch_conv"), "convnext": ("MatMulEpilogue", "onednn_linear"),
+CNN_TARGETS = {"resnet": ("FusedConv", "cpu_onednn_nhwc"), "mobilenet_v3": ("FusedConv", "cpu_onednn_nhwc"),
+               "efficientnet": ("FusedConv", "cpu_onednn_nhwc"), "convnext": ("MatMulEpilogue", "onednn_linear"),
                "vit": ("MatMulEpilogue", "onednn_linear")}
 
 
@@ -106,7 +130,7 @@ def test_cnn_check_catches_a_broken_tactic(name, monkeypatch, tmp_path):
 
 def test_cnn_check_passes_with_the_identity_mutation(monkeypatch, tmp_path):
     cnn = _module(TESTS / "models" / "test_cnn_models.py")
-    _passes(lambda: cnn.check_cnn("resnet", False, 17, tmp_path), monkeypatch, "FusedConv", "torch_conv")
+    _passes(lambda: cnn.check_cnn("resnet", False, 17, tmp_path), monkeypatch, "FusedConv", "cpu_onednn_nhwc")
 
 
 @pytest.mark.parametrize("kind", ["bert", "gpt2"])
@@ -171,7 +195,7 @@ def _gpu_check_row(name="squeezenet"):
 
 
 def test_gpu_check_models_row_fails_with_a_broken_conv(monkeypatch):
-    calls = broken_reference(monkeypatch, "Conv")
+    calls = broken_conv(monkeypatch)
     row = _gpu_check_row()
     assert calls["n"] > 0 and row.status == "FAIL", (row.status, row.note)
 
