@@ -5,9 +5,9 @@ runs on the accumulator in registers.
 
     acc[m, n] = Σ_k A[m, k]·B[n, k]          int8 × int8 → int32 (tl.dot, IMMA/wgmma) or fp8 × fp8 → fp32
     acc      -= z'·Σ_k B[n, k]                (activation zero point; uint8 input is shifted to int8 first)
-    out       = epilogue(acc) as in ir/ops/quantized.py, quantized with round-half-even (1.5·2²³ trick) and
-                IEEE division (div_rn), FMA contraction off: bit-exact to the reference (none/ReLU/Clip/LeakyReLU;
-                GELU as torch's CUDA kernel computes it)
+    out       = epilogue(acc) as in ir/ops/quantized.py, quantized with round-half-even (1.5·2²³ trick) and the
+                IEEE quotient (from the reciprocal, corrected by two explicit FMAs), FMA contraction off elsewhere:
+                bit-exact to the reference (none/ReLU/Clip/LeakyReLU; GELU as torch's CUDA kernel computes it)
 A (M, K) row-major (im2col or the NHWC view of the input for a convolution) or, IMPLICIT=1, the convolution
 input itself read as an implicit GEMM (row m = output pixel, column k = (r, s, c); outside the image the zero
 point is loaded, a real 0) — no im2col copy; B (N, K) the stored weights, in (r, s, c) column order. When C is a
@@ -19,6 +19,7 @@ Traffic: A once per column of tiles, B once per row of tiles (grouped GROUP_M ti
 residual and the 1-byte output once; the (M, N) int32 accumulator never reaches memory.
 """
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -55,20 +56,36 @@ def _round_e4m3(v):
 
 
 @triton.jit
-def _quantize(t, scale, zp, lo, hi, KIND: tl.constexpr):
-    """ONNX QuantizeLinear of a float32 tile, as float values: KIND 1 integer (saturating), 2 float8 E4M3."""
-    v = tl.math.div_rn(t, scale)
+def _to_grid(v, zp, lo, hi, KIND: tl.constexpr):
+    """The quotient v = x / scale on the output grid, as float values: KIND 1 integer, saturated to [lo, hi] after
+    adding zp (clamped to [lo − zp, hi − zp] before rounding: the bounds are integers and rounding is monotone, so
+    this equals clamping after; |v| ≤ 2²² then, where the 1.5·2²³ trick rounds), KIND 2 float8 E4M3."""
     if KIND == 2:
         return _round_e4m3(tl.minimum(tl.maximum(v, -448.0), 448.0))
-    v = tl.minimum(tl.maximum(v, -4194304.0), 4194304.0)
-    r = (v + _MAGIC) - _MAGIC
-    return tl.minimum(tl.maximum(r + zp, lo), hi)
+    v = tl.minimum(tl.maximum(v, lo - zp), hi - zp)
+    return ((v + _MAGIC) - _MAGIC) + zp
+
+
+@triton.jit
+def _quantize(t, scale, zp, lo, hi, KIND: tl.constexpr):
+    """ONNX QuantizeLinear of a float32 tile (IEEE division), as float values: KIND 1 integer, 2 float8 E4M3."""
+    return _to_grid(tl.math.div_rn(t, scale), zp, lo, hi, KIND)
+
+
+@triton.jit
+def _quantize_r(t, scale, rscale, zp, lo, hi, KIND: tl.constexpr):
+    """_quantize with the division done from rscale = RN(1/scale) (reciprocal_scale): q0 = t·r, the remainder
+    e = fma(−q0, scale, t) is exact, and fma(e, r, q0) = RN(t / scale), the IEEE quotient (Markstein's theorem;
+    normal range). One FMUL and two FFMA per element where div.rn emits a reciprocal, a check and a branch to a slow
+    path for every element: the epilogue of a short-K GEMM was most of its time."""
+    q0 = t * rscale
+    return _to_grid(tl.fma(tl.fma(-q0, scale, t), rscale, q0), zp, lo, hi, KIND)
 
 
 @triton.jit
 def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_am, s_ak, s_bn, s_bk, s_rm, s_rn, s_cm, s_cn,
-                  x_zp, alpha, beta, mid_scale, mid_zp, mid_lo, mid_hi, res_scale, res_zp, y_scale, y_zp, y_lo, y_hi,
-                  q2_scale, q2_zp, q2_lo, q2_hi,
+                  x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
+                  y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
                   pad, H, W, CIN, OW, OHW, KW, sh, sw, ph, pw, dh, dw, sxn, sxh, sxw, sxc,
                   CONV: tl.constexpr, TAP_ALIGNED: tl.constexpr, PAD_ZERO: tl.constexpr, SHIFT: tl.constexpr, FP8: tl.constexpr, HAS_ZP: tl.constexpr,
                   PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr,
@@ -141,9 +158,9 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_am, s_ak, s
     if not RES_FIRST:
         t = apply_activation(t, ACT, alpha, beta)
     if MID == 1:
-        t = (_quantize(t, mid_scale, mid_zp, mid_lo, mid_hi, 1) - mid_zp) * mid_scale
+        t = (_quantize_r(t, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, 1) - mid_zp) * mid_scale
     elif MID == 2:
-        t = _quantize(t, mid_scale, 0.0, 0.0, 0.0, 2) * mid_scale
+        t = _quantize_r(t, mid_scale, mid_r, 0.0, 0.0, 0.0, 2) * mid_scale
     if HAS_POST:
         t = t + tl.load(Post + rn, mask=nmask, other=0.0).to(tl.float32)[None, :]
     mask = (rm[:, None] < M) & nmask[None, :]
@@ -158,14 +175,20 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_am, s_ak, s
     if OUT == 0:
         tl.store(c_ptr, t.to(C.dtype.element_ty), mask=mask)
     elif OUT == 1:
-        tl.store(c_ptr, _quantize(t, y_scale, y_zp, y_lo, y_hi, 1).to(tl.int32).to(C.dtype.element_ty), mask=mask)
+        tl.store(c_ptr, _quantize_r(t, y_scale, y_r, y_zp, y_lo, y_hi, 1).to(tl.int32).to(C.dtype.element_ty), mask=mask)
     else:
-        tl.store(c_ptr, _quantize(t, y_scale, 0.0, 0.0, 0.0, 2).to(C.dtype.element_ty), mask=mask)  # exact
+        tl.store(c_ptr, _quantize_r(t, y_scale, y_r, 0.0, 0.0, 0.0, 2).to(C.dtype.element_ty), mask=mask)  # exact
     c2_ptr = C2 + rm[:, None].to(tl.int64) * s_cm + rn[None, :] * s_cn      # the second (quantized) output
     if OUT2 == 1:
-        tl.store(c2_ptr, _quantize(t, q2_scale, q2_zp, q2_lo, q2_hi, 1).to(tl.int32).to(C2.dtype.element_ty), mask=mask)
+        tl.store(c2_ptr, _quantize_r(t, q2_scale, q2_r, q2_zp, q2_lo, q2_hi, 1).to(tl.int32).to(C2.dtype.element_ty), mask=mask)
     elif OUT2 == 2:
-        tl.store(c2_ptr, _quantize(t, q2_scale, 0.0, 0.0, 0.0, 2).to(C2.dtype.element_ty), mask=mask)
+        tl.store(c2_ptr, _quantize_r(t, q2_scale, q2_r, 0.0, 0.0, 0.0, 2).to(C2.dtype.element_ty), mask=mask)
+
+
+def reciprocal_scale(scale) -> float:
+    """RN(1 / float32(scale)) in float32 (numpy's float32 division is IEEE), as the kernel's `r`; 0 when unused."""
+    s = np.float32(scale)
+    return float(np.float32(1.0) / s) if s else 0.0
 
 
 def _range(dtype_name: str) -> tuple[float, float]:
@@ -216,10 +239,11 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
         a8, b8, wsum, mult, bias if bias is not None else mult, post if post is not None else mult, r, out, out2,
         m, n, k, *sa, b8.stride(0), b8.stride(1), r.stride(0), r.stride(1),
         out.stride(0), out.stride(1), int(z8), float(at["alpha"]), float(at["beta"]),
-        float(at["mid_scale"]), float(at["mid_zero_point"]), mlo, mhi,
+        float(at["mid_scale"]), reciprocal_scale(at["mid_scale"]), float(at["mid_zero_point"]), mlo, mhi,
         float(at["residual_scale"]), float(at["residual_zero_point"]),
-        float(at["y_scale"]), float(at["y_zero_point"]), ylo, yhi,
-        float(at.get("out2_scale", 0.0)), float(at.get("out2_zero_point", 0)), qlo, qhi, *conv_args,
+        float(at["y_scale"]), reciprocal_scale(at["y_scale"]), float(at["y_zero_point"]), ylo, yhi,
+        float(at.get("out2_scale", 0.0)), reciprocal_scale(at.get("out2_scale", 0.0)),
+        float(at.get("out2_zero_point", 0)), qlo, qhi, *conv_args,
         CONV=geom is not None, TAP_ALIGNED=geom is not None and conv_args[3] % cfg["BK"] == 0,
         PAD_ZERO=conv_args[0] == 0, SHIFT=geom is not None and a8.dtype == torch.uint8, FP8=fp8,
         HAS_ZP=bool(z8) and not fp8, PER_CHANNEL=mult.numel() > 1, HAS_BIAS=bias is not None,

@@ -24,7 +24,7 @@ from triton.compiler import ASTSource
 from tensorforge.kernels import triton_int8_gemm as T
 
 ints = "M N K s_am s_ak s_bn s_bk s_rm s_rn s_cm s_cn x_zp".split()
-floats = ("alpha beta mid_scale mid_zp mid_lo mid_hi res_scale res_zp y_scale y_zp y_lo y_hi "
+floats = ("alpha beta mid_scale mid_r mid_zp mid_lo mid_hi res_scale res_zp y_scale y_r y_zp y_lo y_hi q2_r "
           "q2_scale q2_zp q2_lo q2_hi").split()
 conv_ints = "pad H W CIN OW OHW KW sh sw ph pw dh dw sxn sxh sxw sxc".split()
 types = {"A": "*i8", "B": "*i8", "Wsum": "*i32", "Mult": "*fp32", "Bias": "*fp32", "Post": "*fp32", "R": "*i8",

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
 
 from tensorforge.ir import Layer, get_spec
 from tensorforge.kernels import quant_int_mm, triton_int8_gemm  # noqa: F401
@@ -247,3 +249,43 @@ def test_triton_implicit_gemm_tap_aligned_addressing(xdt, zp, cin, bk):
     got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)([x, w])[0]
     _compare(got, want)
     assert want.float().std() > 0.5          # not a constant output: the check can see a wrong tap
+
+
+@triton.jit
+def _quantize_r_probe(T, S, R, Y, Q, n, zp, lo, hi, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    t, s, r = tl.load(T + offs, mask=m), tl.load(S + offs, mask=m, other=1.0), tl.load(R + offs, mask=m, other=1.0)
+    q0 = t * r
+    tl.store(Q + offs, tl.fma(tl.fma(-q0, s, t), r, q0), mask=m)      # the quotient alone
+    tl.store(Y + offs, triton_int8_gemm._quantize_r(t, s, r, zp, lo, hi, 1), mask=m)
+
+
+def test_reciprocal_quantize_is_the_ieee_quotient_near_every_rounding_tie():
+    """The GEMM epilogue divides by the output scale from its reciprocal (two FMAs of correction): the quotient
+    must be bit-identical to IEEE float32 division (torch's t / s on the CPU), and the quantized value identical to
+    the QuantizeLinear reference, on the inputs where it matters — 0..3 ulps either side of every half-integer
+    multiple of the scale (the ties of round-half-even), for 300 scales — and on random values over 60 binades."""
+    g = torch.Generator().manual_seed(11)
+    scales = torch.cat([torch.rand(290, generator=g) * 0.05 + 1e-4,
+                        torch.tensor([1.0, 0.5, 0.125, 1 / 3, 0.1, 0.2, 0.3, 7e-3, 2 ** -10, 0.999999])]).float()
+    k = torch.arange(-200, 201, dtype=torch.float32) + 0.5
+    ties = (k[None, :] * scales[:, None]).float()
+    near = [ties]
+    up, down = ties.clone(), ties.clone()
+    for _ in range(3):
+        up, down = torch.nextafter(up, torch.full_like(up, float("inf"))), torch.nextafter(down, -torch.full_like(down, float("inf")))
+        near += [up, down]
+    t = torch.stack(near).reshape(len(near), *ties.shape)
+    s = scales[None, :, None].expand_as(t)
+    t, s = t.reshape(-1).contiguous(), s.reshape(-1).contiguous()
+    wide = (torch.randn(200000, generator=g) * torch.exp2(torch.randint(-30, 30, (200000,), generator=g).float()))
+    sw = (torch.rand(200000, generator=g) * 0.05 + 1e-4)
+    t, s = torch.cat([t, wide.float()]), torch.cat([s, sw.float()])
+    r = (torch.ones_like(s) / s).float()                        # RN(1/s): IEEE float32 division
+    y, q = torch.empty_like(t), torch.empty_like(t)
+    n = t.numel()
+    _quantize_r_probe[(triton.cdiv(n, 4096),)](t, s, r, y, q, n, 3.0, -128.0, 127.0, BLOCK=4096)
+    assert torch.equal(q.view(torch.int32), (t / s).view(torch.int32))
+    want = torch.clamp(torch.round((t / s).double()) + 3, -128, 127).float()
+    assert torch.equal(y, want)

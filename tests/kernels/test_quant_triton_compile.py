@@ -22,7 +22,7 @@ from tensorforge.kernels import triton_int8_gemm as T
 TARGET = GPUTarget("cuda", 90, 32)
 report = {}
 ints = "M N K s_am s_ak s_bn s_bk s_rm s_rn s_cm s_cn x_zp".split()
-floats = ("alpha beta mid_scale mid_zp mid_lo mid_hi res_scale res_zp y_scale y_zp y_lo y_hi "
+floats = ("alpha beta mid_scale mid_r mid_zp mid_lo mid_hi res_scale res_zp y_scale y_r y_zp y_lo y_hi q2_r "
           "q2_scale q2_zp q2_lo q2_hi").split()
 conv_ints = "pad H W CIN OW OHW KW sh sw ph pw dh dw sxn sxh sxw sxc".split()
 cases = [  # name, A/B type, residual type, output type, constexprs
@@ -78,6 +78,7 @@ print("REPORT" + json.dumps(report))
 
 
 def test_quantized_gemm_compiles_for_sm90():
+    from tensorforge.kernels import triton_int8_gemm as T
     pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend is not installed")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
@@ -86,4 +87,8 @@ def test_quantized_gemm_compiles_for_sm90():
     assert len(report) == 7 + 4 + 3 and all(r["cubin"] > 0 for r in report.values())
     assert report["int8_q"]["int_mma"] and report["uint8_out"]["int_mma"] and report["int8_conv"]["int_mma"]
     assert report["fp8_q"]["fp8_mma"] and report["fp8_float"]["fp8_mma"] and report["fp8_conv"]["fp8_mma"]
-    assert report["int8_q"]["fma"] == 0          # no contraction: the epilogue rounds like the reference
+    # no contraction: the only FMAs are the two explicit ones of each quantize (mid Q/DQ and the output Q) per
+    # element a thread holds — int8_q compiles CONFIGS[2]; any contracted multiply-add would add to the count
+    cfg = T.CONFIGS[2]
+    per_thread = cfg["BM"] * cfg["BN"] // (32 * cfg["warps"])
+    assert report["int8_q"]["fma"] == 2 * 2 * per_thread
