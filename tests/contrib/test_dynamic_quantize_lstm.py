@@ -139,3 +139,34 @@ def test_refusals_say_why():
     zp.CopyFrom(numpy_helper.from_array(np.full((1, 8), 3, np.int8), "wz"))
     with pytest.raises(UnsupportedOpError, match="zero point"):
         tfg.build(model.SerializeToString(), device="cpu")
+
+
+def test_crnn_quantized_by_quantize_dynamic(tmp_path):
+    """An OCR-style recogniser (conv → columns → bidirectional LSTM → classifier) exported by torch from random
+    weights and quantized by quantize_dynamic: DynamicQuantizeLSTM beside ConvInteger and MatMulInteger."""
+    import warnings
+
+    class Crnn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(1, 8, 3, padding=1)
+            self.lstm = torch.nn.LSTM(32, 16, bidirectional=True)
+            self.fc = torch.nn.Linear(32, 10)
+
+        def forward(self, x):
+            f = torch.relu(self.conv(x))                          # (B, 8, 4, W)
+            b, c, h, w = f.shape
+            y, _ = self.lstm(f.permute(3, 0, 1, 2).reshape(w, b, c * h))
+            return self.fc(y).log_softmax(-1)
+
+    torch.manual_seed(0)
+    x = torch.randn(1, 1, 4, 12)
+    src, dst = tmp_path / "crnn.onnx", tmp_path / "crnn_q.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Crnn().eval(), (x,), str(src), input_names=["x"], output_names=["y"], opset_version=14,
+                          dynamo=False)
+    quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QInt8)
+    q = onnx.load(dst)
+    assert "DynamicQuantizeLSTM" in {n.op_type for n in q.graph.node}
+    _check(q, {"x": np.random.default_rng(1).normal(size=(1, 1, 4, 12)).astype(np.float32)})

@@ -151,7 +151,14 @@ def run_dynamic_quantize_lstm(inputs: list, attrs: dict, imatmul=exact_int_matmu
     return torch.stack(outs, dim=1).to(x.dtype), torch.stack(hs).to(x.dtype), torch.stack(cs).to(x.dtype)
 
 
-@op("DynamicQuantizeLSTM", attrs=dict(_LSTM_ATTRS))
+def _lstm_infer(x, w, r, *rest, direction="forward", **_):
+    dirs, (steps, batch), hd = (2 if direction == "bidirectional" else 1), x.shape[:2], r.shape[1]
+    return (torch.empty(steps, dirs, batch, hd, dtype=x.dtype, device="meta"),
+            torch.empty(dirs, batch, hd, dtype=x.dtype, device="meta"),
+            torch.empty(dirs, batch, hd, dtype=x.dtype, device="meta"))
+
+
+@op("DynamicQuantizeLSTM", attrs=dict(_LSTM_ATTRS), infer=_lstm_infer)
 def dynamic_quantize_lstm(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None,
                           w_scale=None, w_zero_point=None, r_scale=None, r_zero_point=None, **attrs):
     """com.microsoft DynamicQuantizeLSTM (module doc); X (S, B, I) → Y (S, D, B, H), Y_h, Y_c (D, B, H)."""

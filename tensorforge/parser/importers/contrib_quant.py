@@ -38,7 +38,7 @@ _LSTM_ATTRS = ("activation_alpha", "activation_beta", "activations", "clip", "di
 
 @importer("DynamicQuantizeLSTM", versions=(1,), domain=MS)
 def import_dynamic_quantize_lstm(ctx, node, inputs):
-    """int8/uint8 LSTM whose X and H onnxruntime quantizes to uint8 per call and per step (own IR op)."""
+    """int8/uint8 LSTM, X / H quantized to uint8 per call / per step as onnxruntime does (H: whole batch; own IR op)."""
     if _present(inputs, 4):
         raise UnsupportedOpError(f"{node.where()}: DynamicQuantizeLSTM with sequence_lens is not supported",
                                  "onnxruntime folds padded steps into its per-step scales; export without "
