@@ -88,6 +88,7 @@ def _lower(gm, example_inputs, options, state: set[int], ranges=None, dims=None)
         for name, i in position.items():
             names[i] = name
         call = EngineCall(runner.engine, names, runner.feeds, runner.outputs, runner.as_tuple)
+        report.calls = [call]
     else:                                           # engines and PyTorch ops: the split graph's own arguments
         order = [(None, slots[n]) if n in slots else (position[n], None) for n in phs]
 

@@ -32,6 +32,7 @@ class Report:
     engines: int = 0
     converted_nodes: int = 0
     built: list = field(default_factory=list, repr=False)             # the Engines, in graph order
+    calls: list = field(default_factory=list, repr=False)             # the EngineCalls that run them
 
     def layer_ops(self) -> dict[str, int]:
         """Layer op → count over the built engines (the fused network: what runs)."""
@@ -115,6 +116,7 @@ def lower_graph(gm: torch.fx.GraphModule, constants: dict, options: dict | None,
         call, report.converted_nodes = _engine_call(gm, constants, config, device, "torch", points)
         report.engines = 1
         report.built.append(call.engine)
+        report.calls.append(call)
         return call, report
     partitioner = CapabilityBasedPartitioner(gm, _Support(), allows_single_node_partition=True)
     fused = partitioner.fuse_partitions(partitioner.propose_partitions())
@@ -134,6 +136,7 @@ def lower_graph(gm: torch.fx.GraphModule, constants: dict, options: dict | None,
         setattr(fused, node.target, call)
         report.engines += 1
         report.built.append(call.engine)
+        report.calls.append(call)
         report.converted_nodes += count
     fused.recompile()
     return fused, report
