@@ -17,6 +17,7 @@ import torch
 from ..engine import Engine as EngineData
 from ..engine import to_bytes
 from ..runtime import ExecutionContext, load_engine_file
+from ..runtime.cpu_threads import check_threads, cpu_threads
 from ..util.device import resolve_device
 from ..util.errors import InputError, UsageError
 from ..util.fileio import atomic_write
@@ -56,7 +57,7 @@ def build(model, fp16: bool = False, bf16: bool = False, shapes: dict | None = N
           device=None, example_inputs=None, tf32: bool = True, optimization_level: int = 3,
           config: "BuilderConfig | None" = None, external_data_dir=None, int8: bool = False, fp8: bool = False,
           best: bool = False, calibration_data=None, calibration_cache=None, calibration_algorithm: str = "entropy2",
-          **export_options) -> "Engine":
+          threads: int | None = None, **export_options) -> "Engine":
     """Build an engine from an ONNX path/bytes/ModelProto, or an nn.Module with `example_inputs`.
 
     `shapes` maps input name → (min, opt, max) or a single static shape; a list of such dicts builds one
@@ -64,11 +65,14 @@ def build(model, fp16: bool = False, bf16: bool = False, shapes: dict | None = N
     model given as bytes or a ModelProto whose weights live in external files (never the current directory).
     `int8`/`fp8`/`best` quantize Conv/Gemm/MatMul from `calibration_data` (an iterable of feeds, or a folder of
     .npy/.npz) and/or `calibration_cache` (read when it exists, written after calibrating): docs/precision.md.
+    `threads`: torch's intra-op CPU threads while building (CPU tactic timing) and in the engine's contexts
+    (onnxruntime's intra_op_num_threads; docs/runtime.md, "CPU threads"); None leaves torch's setting alone.
     """
     # imported here, not at module level: loading and running an engine never loads the parser or builder
     from ..builder import BuilderConfig, build_engine
     from ..parser import parse_model
     from ..parser.from_torch import export_module
+    threads = check_threads(threads)
     if isinstance(model, torch.nn.Module):
         if example_inputs is None:
             raise UsageError("building from an nn.Module needs example_inputs", "pass example_inputs=(tensor, ...)")
@@ -83,12 +87,14 @@ def build(model, fp16: bool = False, bf16: bool = False, shapes: dict | None = N
                                device=str(device) if device is not None else None)
         from ..builder.calibration import configure
         configure(config, int8, fp8, best, calibration_data, calibration_cache, calibration_algorithm)
-    return Engine(build_engine(network, config), device)
+    with cpu_threads(threads):
+        built = build_engine(network, config)
+    return Engine(built, device, threads=threads)
 
 
-def load(path, device=None) -> "Engine":
-    """Load an engine file written by `Engine.save` or `tensorforge exec --saveEngine`."""
-    return Engine(load_engine_file(path), device)
+def load(path, device=None, threads: int | None = None) -> "Engine":
+    """Load an engine file written by `Engine.save` or `tensorforge exec --saveEngine`; `threads` as in build."""
+    return Engine(load_engine_file(path), device, threads=threads)
 
 
 class Engine:
@@ -99,9 +105,10 @@ class Engine:
     used by one thread at a time (docs/runtime.md, "Threads"). `context` is the first one, for single-thread use.
     """
 
-    def __init__(self, data: EngineData, device=None):
+    def __init__(self, data: EngineData, device=None, threads: int | None = None):
         self.data = data
         self.device = resolve_device(device)
+        self.threads = check_threads(threads)      # every context of this engine runs its calls with it
         self._context: ExecutionContext | None = None
         self._idle: list[ExecutionContext] = []       # contexts not running now (the pool)
         self._pool_lock = threading.Lock()
@@ -110,7 +117,7 @@ class Engine:
     def context(self) -> ExecutionContext:
         with self._pool_lock:
             if self._context is None:
-                self._context = ExecutionContext(self.data, self.device)
+                self._context = ExecutionContext(self.data, self.device, threads=self.threads)
                 self._idle.append(self._context)
             return self._context
 
@@ -120,7 +127,7 @@ class Engine:
             if self._idle:
                 return self._idle.pop()
         # every context is running in another thread: one more, sharing the device weights (made outside the lock)
-        return ExecutionContext(self.data, self.device, shared_weights=first.device_weights)
+        return ExecutionContext(self.data, self.device, shared_weights=first.device_weights, threads=self.threads)
 
     def _give_back(self, ctx: ExecutionContext) -> None:
         with self._pool_lock:

@@ -18,6 +18,7 @@ from ..engine import from_bytes, to_bytes
 from ..parser import parse_model
 from ..plugin import load as load_plugins
 from ..runtime import ExecutionContext
+from ..runtime.cpu_threads import cpu_threads
 from ..util.device import resolve_device
 from ..util.errors import ShapeError, UsageError
 from ..util.fileio import read_bytes
@@ -284,7 +285,7 @@ def _build(opts, profiles, device, log):
                            error_on_timing_cache_miss=opts.error_on_cache_miss)
     exec_precision.apply(opts, config, log)
     t0 = time.perf_counter()
-    with BuildProgress(log) as progress:
+    with BuildProgress(log) as progress, cpu_threads(opts.threads):
         built = build_engine(network, config, progress=progress)
     log.info(f"Engine built in {time.perf_counter() - t0:.6g} sec ({len(built.layers)} layers, "
              f"{progress.count} tactics chosen).")
@@ -361,7 +362,9 @@ def _inference(engine, opts, device, log) -> None:
             feed[info.name] = io_files.random_input(info.dtype, shapes[info.name], gen)
             log.info(f"Using random values for input {info.name}")
         log.info(f"Input shape of {info.name}: {format_shape(feed[info.name].shape)}")
-    context = ExecutionContext(engine, device, use_cuda_graph=opts.use_cuda_graph)
+    context = ExecutionContext(engine, device, use_cuda_graph=opts.use_cuda_graph, threads=opts.threads)
+    if opts.threads is not None:
+        log.info(f"CPU threads: {opts.threads} (--threads; torch's setting outside the calls: {torch.get_num_threads()})")
     describe_context(context, log)
     context.check_inputs(feed)
     log.info("Starting inference")

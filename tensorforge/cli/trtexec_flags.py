@@ -78,6 +78,7 @@ class ExecOptions:
     use_cuda_graph: bool | None = None           # None: on where the device supports it (CUDA)
     more_profiles: list = field(default_factory=list)  # --profile=1.. : [{"min": {}, "opt": {}, "max": {}}, ...]
     use_profile: int | None = None               # --useProfile=N: inference shapes must fit profile N
+    threads: int | None = None                   # --threads=N: torch's intra-op CPU threads (runtime/cpu_threads.py)
     profiling_verbosity: str = "layer_names_only"
     compat: dict = field(default_factory=dict)   # flags accepted as documented no-ops: name → value (True: switch)
     time_deserialize: bool = False
@@ -385,7 +386,9 @@ _ROWS = [
     use("--separateProfileRun", "Inference", "separate_profile_run", "profile layers in a run apart from the "
         "timed one (always the case here: graphs are not profiled per layer)"),
     refuse("--sleepTime", "Inference", "a delay between launch and compute is not implemented", "N"),
-    refuse("--threads", "Inference", _STREAM),
+    use("--threads", "Inference", "threads", "torch's intra-op CPU threads while building and running (onnxruntime's "
+        "intra_op_num_threads; default: torch's setting). Not trtexec's --threads switch (threads driving streams): "
+        "see --infStreams", "N", "count"),
     use("--timeDeserialize", "Inference", "time_deserialize", "time reading the engine (--loadEngine, or the engine "
         "just built): median of 5 deserializations, printed before inference"),
     refuse("--timeRefit", "Inference", _PLAN),

@@ -26,6 +26,7 @@ from ..util.log import get_logger
 from .kernel_regen import regenerate_kernels
 from .plugins_check import check_plugins
 from .cuda_gate import CUDA_GATE
+from .cpu_threads import check_threads, cpu_threads
 from .cuda_graph import CaptureFailed, GraphCache, TorchGraphBackend, signature_of
 
 REFERENCE_TACTIC = "any.torch_ref"           # kernels/reference.py: every op's reference, on any device
@@ -51,10 +52,14 @@ def tf32_mode(enabled: bool):
 class ExecutionContext:
     """`use_cuda_graph`: None = on where the device supports it, True = required, False = off.
     `stream`: a torch.cuda.Stream this context enqueues on (None: the current stream). `graph_backend`: the capture
-    seam (tests pass a fake). `shared_weights`: the device weights of another context of the same engine."""
+    seam (tests pass a fake). `shared_weights`: the device weights of another context of the same engine.
+    `threads`: torch's intra-op CPU thread count during this context's calls (onnxruntime's intra_op_num_threads;
+    runtime/cpu_threads.py), the caller's restored after each; None leaves torch's setting alone."""
 
     def __init__(self, engine: Engine, device=None, use_cuda_graph: bool | None = None, stream=None,
-                 graph_backend=None, shared_weights: dict | None = None, max_graphs: int = 8):
+                 graph_backend=None, shared_weights: dict | None = None, max_graphs: int = 8,
+                 threads: int | None = None):
+        self.threads = check_threads(threads)
         self.engine = check_plugins(engine)
         self.device = resolve_device(device)
         self.host = torch.device("cpu")
@@ -199,7 +204,7 @@ class ExecutionContext:
         With a CUDA graph the outputs live in the graph's static buffers, overwritten by the next call of the same
         shapes: `copy_outputs=False` returns those buffers themselves (no copy; TensorRT's output-binding contract).
         """
-        with self._one_thread(), self._gate():
+        with self._one_thread(), self._gate(), cpu_threads(self.threads):
             return self._run(feed, copy_outputs)
 
     def _run(self, feed, copy_outputs):
@@ -222,7 +227,7 @@ class ExecutionContext:
 
         Write the next inputs into them in place and pass them back to `run`: no copy is made. None when this
         context runs uncaptured (then pass device tensors to `run` directly)."""
-        with self._one_thread(), self._gate():
+        with self._one_thread(), self._gate(), cpu_threads(self.threads):
             return self._bind_inputs(feed)
 
     def _bind_inputs(self, feed):
@@ -335,7 +340,7 @@ class ExecutionContext:
         A kernel that raises becomes one ExecutionError naming the layer (layer_failure).
         """
         try:
-            with self._one_thread(), self._gate():
+            with self._one_thread(), self._gate(), cpu_threads(self.threads):
                 return self._execute(feed, host_values, hook)
         except TensorforgeError:
             raise

@@ -72,7 +72,7 @@ def test_bad_values_name_the_layer_and_its_nodes(shapes_engine, s, d, layer, op,
     with pytest.raises(ExecutionError) as info:
         shapes_engine.run(feed(s, d))
     msg = str(info.value)
-    assert "\n" not in msg and f"layer {layer!r} ({op}, tactic any.torch_ref; ONNX node(s): {layer})" in msg
+    assert "\n" not in msg and f"layer {layer!r} ({op}, tactic " in msg and f"; ONNX node(s): {layer})" in msg
     assert "failed at run time: RuntimeError" in msg and cause in msg
     assert isinstance(info.value.__cause__, RuntimeError)      # the kernel's own error kept for --verbose
     np.testing.assert_array_equal(shapes_engine.run(feed([6, 1], [2]))["y"], np.maximum(X, 0).reshape(6, 1))
@@ -96,7 +96,7 @@ def test_an_attribute_that_fails_when_executed(path):
         ctx = ExecutionContext(data, "cpu")
     with pytest.raises(ExecutionError, match=r"layer 'n_relu/fused_conv' \(FusedConv, tactic fusedconv\.\w+; "
                                              r"ONNX node\(s\): n_conv, n_relu\) failed at run time: RuntimeError: "
-                                             r"dilation should be greater than zero"):
+                                             r"(dilation should be greater than zero|non-positive dilation)"):
         ctx.execute({"x": x}) if path == "execute" else ctx.run({"x": x})
 
 
