@@ -107,8 +107,10 @@ def dq_lstm_model(seq, batch, inp, hid, direction="bidirectional"):
     d = 2 if direction == "bidirectional" else 1
     inits = [("W", RNG.integers(-127, 128, (d, inp, 4 * hid)).astype(np.int8)),
              ("R", RNG.integers(-127, 128, (d, hid, 4 * hid)).astype(np.int8)), ("B", _f(d, 8 * hid) * 0.1),
-             ("ws", (RNG.random((d, 4 * hid)) * 0.002 + 0.001).astype(np.float32)), ("wz", np.zeros((d, 4 * hid), np.int8)),
-             ("rs", (RNG.random((d, 4 * hid)) * 0.002 + 0.001).astype(np.float32)), ("rz", np.zeros((d, 4 * hid), np.int8))]
+             ("ws", (RNG.random((d, 4 * hid)) * 0.002 + 0.001).astype(np.float32)),
+             ("wz", np.zeros((d, 4 * hid), np.int8)),
+             ("rs", (RNG.random((d, 4 * hid)) * 0.002 + 0.001).astype(np.float32)),
+             ("rz", np.zeros((d, 4 * hid), np.int8))]
     node = _ms("DynamicQuantizeLSTM", ["x", "W", "R", "B", "", "", "", "", "ws", "wz", "rs", "rz"], ["y", "y_h", "y_c"],
                hidden_size=hid, direction=direction)
     return _model([node], [("x", F, [seq, batch, inp])], [("y", F), ("y_h", F), ("y_c", F)], inits), \

@@ -129,7 +129,7 @@ def test_mha_packed_against_unpacked():
 
 
 class _Encoder:
-    """A BERT-style encoder layer (the classic (1 − mask)·−10000 mask, x·Wᵀ + b projections) from random weights."""
+    """A BERT-style encoder layer (the classic (1 − mask)·−10000 mask, x·Wᵀ + b projections), random weights."""
 
     @staticmethod
     def module():
@@ -193,6 +193,9 @@ def test_mha_refusals():
     feeds = {"q": _f(B, S, D), "m": np.ones(3 * B + 2, np.int32)}
     with pytest.raises(UnsupportedOpError, match="3B"):
         tfg.build(_model(["q", "q", "q", "", "m"], feeds).SerializeToString(), device="cpu")
+    feeds = {"q": _f(B, S, D), "k": _f(B, N, L, H), "v": _f(B, N, L, H)}
+    with pytest.raises(UnsupportedOpError, match="present outputs"):
+        tfg.build(_model(["q", "k", "v"], feeds, outs=("y", "pk", "pv")).SerializeToString(), device="cpu")
 
 
 def test_mha_tactic_choice(tactic):

@@ -13,7 +13,8 @@
               present (B, Nkv, max(T, P), H) = 0, then [0, past_b) ← past, [past_b, past_b + S) ← new K / V
               s = scale·Q·Kᵀ (KV heads shared by Nq/Nkv query heads); softcap c·tanh(s/c); + attention_bias
               key j is attended by query s iff j < T_b, and (causal) j ≤ past_b + s, and (local_window_size W ≥ 0)
-              j > past_b + s − W (the W newest keys, as onnxruntime counts its window);  p = softmax over those keys (a head_sink logit joins the denominator)
+              j > past_b + s − W (the W newest keys, as onnxruntime counts its window);
+              p = softmax over those keys (a head_sink logit joins the denominator)
               Y (B, S, Nq·H) = p·V
 Traffic: Q, K, V and the caches read once, Y and present written once; these references materialise the
 (B, N, S, T) scores.
@@ -58,7 +59,11 @@ def mha_operands(query, key, value, bias, key_padding_mask, attention_bias, past
     (B, 1|N, 1|S, T) or None — shared by the reference and the SDPA tactic."""
     if query.dim() == 5:
         q4, k4, v4 = _unpack(query, 3)
+    elif key is None or (key.dim() != 5 and value is None):
+        raise ValueError("MultiHeadAttention with a 3-D query needs key and value (packed QKV is 5-D)")
     else:
+        if key.dim() == 4 and past_key is not None:
+            raise ValueError("MultiHeadAttention with (B, N, L, H) key/value takes no past_key/past_value")
         d = query.shape[-1]
         qb, kb, vb = (None, None, None) if bias is None else (bias[:d], bias[d:2 * d], bias[2 * d:])
         q4 = _bnsh(query if qb is None else query + qb, num_heads)
@@ -112,6 +117,23 @@ _GQA_ATTRS = {"num_heads": None, "kv_num_heads": None, "scale": 0.0, "softcap": 
               "do_rotary": 0, "rotary_interleaved": 0, "causal": 1, "smooth_softmax": 0}
 
 
+def _write_cache(past, new, past_b, length):
+    """(B, Nkv, length, H): rows [0, past_b) from `past`, [past_b, past_b + S) from `new`, 0 elsewhere — one
+    gather and two selects, no host sync (past_b is a device tensor)."""
+    batch, heads, sq, head = new.shape
+    j = torch.arange(length, device=new.device).reshape(1, 1, length, 1)
+    pb = past_b.reshape(-1, 1, 1, 1)
+    idx = (j - pb).clamp(0, sq - 1).expand(batch, heads, length, head)
+    zero = torch.zeros((), dtype=new.dtype, device=new.device)
+    out = torch.where((j >= pb) & (j < pb + sq), new.gather(2, idx), zero)
+    if past is not None and past.shape[2]:
+        p = past.to(new.dtype)[:, :, :length]
+        if p.shape[2] < length:
+            p = torch.nn.functional.pad(p, (0, 0, 0, length - p.shape[2]))
+        out = torch.where(j < pb, p, out)
+    return out
+
+
 def gqa_operands(query, key, value, past_key, past_value, seqlens_k, total_sequence_length, cos_cache, sin_cache,
                  position_ids, *, num_heads, kv_num_heads, do_rotary, rotary_interleaved, causal, local_window_size):
     """GroupQueryAttention up to the scores (module doc): Q (B, Nq, S, H) rotated, the present caches
@@ -137,14 +159,8 @@ def gqa_operands(query, key, value, past_key, past_value, seqlens_k, total_seque
         rd = cos_cache.shape[1] * 2
         q4, k4 = (rotary(t, cos_cache, sin_cache, pos, interleaved=rotary_interleaved, rotary_embedding_dim=rd,
                          num_heads=0) for t in (q4, k4))
-    present_k = torch.zeros(batch, kv_num_heads, present_len, head, dtype=dt, device=dev)
-    present_v = torch.zeros_like(present_k)
-    for b, pb in enumerate(past_b.tolist()):
-        if pb:
-            present_k[b, :, :pb] = past_key[b, :, :pb]
-            present_v[b, :, :pb] = past_value[b, :, :pb]
-        present_k[b, :, pb:pb + sq] = k4[b]
-        present_v[b, :, pb:pb + sq] = v4[b]
+    present_k = _write_cache(past_key, k4, past_b, present_len)
+    present_v = _write_cache(past_value, v4, past_b, present_len)
     j = torch.arange(present_len, device=dev).reshape(1, 1, present_len)
     i_abs = past_b.reshape(-1, 1, 1) + torch.arange(sq, device=dev).reshape(1, sq, 1)      # (B, S, 1)
     keep = j < t_b.reshape(-1, 1, 1)

@@ -7,7 +7,8 @@
     DynamicQuantizeLSTM  ONNX LSTM (gates i, o, f, c) whose two GEMMs are integer GEMMs on dynamically quantized
             inputs, as onnxruntime's kernel (uni_directional_lstm.cc) runs them, per direction:
               X (all S·B rows at once) and, every step, H_{t−1} (all B rows) → uint8 with
-              scale = (max(v, 0) − min(v, 0)) / 255 (1 when that is 0), zp = round_half_even(−min/scale) in [0, 255],
+              scale = (max(v, 0) − min(v, 0)) / 255 (1 when that is 0),
+              zp = round_half_even(−min/scale) in [0, 255],
               q = sat(round_half_even(v / scale) + zp)
               G_x = float32(Σ (xq − zx)(W − w_zp)) · float32(sx · w_scale[n]),  the same for H with R
               then the gates of ONNX LSTM on G_x + G_h + (Wb + Rb), peepholes, clip, input_forget.
@@ -24,7 +25,7 @@ from ..opspec import op
 from .rnn import _activations
 
 
-def _zp(z, like, n=None):
+def _zp(z, like):
     if z is None:
         return torch.zeros((), dtype=torch.float64, device=like.device)
     return z.to(like.device).to(torch.float64).reshape(-1 if z.numel() > 1 else ())
@@ -32,10 +33,11 @@ def _zp(z, like, n=None):
 
 def qgemm_multiplier(a_scale, b_scale, y_scale, alpha: float) -> torch.Tensor:
     """(N,) or () float32: alpha · a_scale · b_scale[n] (left to right in float32), divided by y_scale if given."""
-    m = torch.tensor(alpha, dtype=torch.float32) * a_scale.float().reshape(()).cpu()
-    m = m.to(b_scale.device) * b_scale.float().reshape(-1 if b_scale.numel() > 1 else ())
+    dev = b_scale.device
+    m = torch.tensor(alpha, dtype=torch.float32, device=dev) * a_scale.float().reshape(()).to(dev)
+    m = m * b_scale.float().reshape(-1 if b_scale.numel() > 1 else ())
     if y_scale is not None:
-        m = m / y_scale.float().reshape(()).to(m.device)
+        m = m / y_scale.float().reshape(()).to(dev)
     return m
 
 

@@ -4,7 +4,8 @@ GroupQueryAttention, each its own IR op (ir/ops/contrib_attention.py, which stat
 
 Refused here with a reason (onnxruntime features for its CUDA decoding loop or not run by its CPU kernel):
     MultiHeadAttention: past_sequence_length / cache_indirection; bias with packed QKV or BNSH key/value; only
-        one of past_key / past_value; the qk output of a unidirectional one (causal entries are −∞ here).
+        one of past_key / past_value; BNSH key/value with past or present; the qk output of a unidirectional one
+        (causal entries are −∞ here).
     GroupQueryAttention: a quantized KV cache (k_scale / v_scale, kv_cache_bit_width, k/v_quant_type),
         q/k RMS norm weights, query_seqlens, sliding_window_cache, the qk output, rotary without cos/sin caches.
 """
@@ -52,6 +53,9 @@ def import_multi_head_attention(ctx, node, inputs):
             _refuse(node, f"key_padding_mask of length {mask_dims[0]} for batch {q_dims[0]} (the (3B+2) form)",
                     "that form is for onnxruntime's CUDA kernels; give (B) lengths or a (B, T) 0/1 mask")
     outs = list(node.outputs) + [""] * 4
+    if _rank(ctx, inputs[1] if len(inputs) > 1 else "") == 4 and (_present(inputs, 6) or outs[1] or outs[2]):
+        _refuse(node, "MultiHeadAttention with (B, N, L, H) key/value and past inputs or present outputs",
+                "key/value in that form are the cache already; give past_key/past_value with 3-D key/value instead")
     unidirectional = int(a.get("unidirectional", 0))
     if outs[3] and unidirectional:
         _refuse(node, "the qk output of a unidirectional MultiHeadAttention is not supported",
@@ -73,8 +77,9 @@ _GQA_PASS = ("num_heads", "kv_num_heads", "scale", "softcap", "local_window_size
 def import_group_query_attention(ctx, node, inputs):
     """KV-cache attention with fewer KV heads: past/present, seqlens_k, rotary, local window, softcap, head_sink."""
     a = node.attrs
-    if any(_present(inputs, i) for i in (12, 13)) or a.get("kv_cache_bit_width", 0) or \
-            a.get("k_quant_type", "NONE") not in ("NONE", b"NONE") or a.get("v_quant_type", "NONE") not in ("NONE", b"NONE"):
+    quant_types = {v.decode() if isinstance(v, bytes) else str(v)
+                   for v in (a.get("k_quant_type", "NONE"), a.get("v_quant_type", "NONE"))}
+    if any(_present(inputs, i) for i in (12, 13)) or a.get("kv_cache_bit_width", 0) or quant_types != {"NONE"}:
         _refuse(node, "GroupQueryAttention with a quantized KV cache is not supported",
                 "keep the KV cache in float (k_scale/v_scale, kv_cache_bit_width, k/v_quant_type unset)")
     if _present(inputs, 14) or _present(inputs, 15):

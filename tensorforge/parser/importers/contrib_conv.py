@@ -36,7 +36,7 @@ def _bound(ctx, like, value):
 
 @importer("FusedConv", versions=(1,), domain=MS)
 def import_fused_conv(ctx, node, inputs):
-    """Conv (+ Z) → activation (Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid), as onnxruntime's fusion writes it."""
+    """Conv (+ Z) → activation (Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid), as onnxruntime's fusion writes."""
     _check(ctx, node, inputs)
     name = node.attrs.get("activation", "") or ""
     params = [float(v) for v in (node.attrs.get("activation_params") or [])]
