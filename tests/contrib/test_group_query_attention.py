@@ -1,11 +1,12 @@
 """com.microsoft GroupQueryAttention against onnxruntime (rtol 1e-3, atol 1e-4): the first prompt (with and without
 right padding), token generation with a per-batch cache fill (seqlens_k), a subsequent prompt chunk, packed QKV,
 rotary (half and interleaved, partial rotary_dim, position_ids), local_window_size, softcap, head_sink,
-smooth_softmax, attention_bias, causal=0; refusals with a reason."""
+smooth_softmax, attention_bias, causal=0; a decoder block rewritten by onnxruntime's replace_mha_with_gqa (packed
+QKV, rotary, seqlens_k from the attention mask); refusals with a reason."""
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import tensorforge as tfg
 from oracle import assert_close, check_against_ort, ort_run
@@ -137,3 +138,51 @@ def test_gqa_tactic_choice(tactic):
     assert _chosen(engine) == ["groupqueryattention.torch_sdpa" if tactic == "torch_sdpa" else "any.torch_ref"]
     engine = check_against_ort(_model(_ins(feeds), feeds, softcap=3.0), feeds)
     assert _chosen(engine) == ["any.torch_ref"]           # softcap: no SDPA hook
+
+
+def _decoder_layer_with_mha(b, s, past, n, h):
+    """A decoder self-attention block as onnxruntime's LLaMA fusion leaves it: MatMul + Add → RotaryEmbedding for Q
+    and K, MatMul + Add for V, com.microsoft MultiHeadAttention with past/present (the input of replace_mha_with_gqa)."""
+    d = n * h
+    inits = {f"w{c}": (RNG.normal(size=(d, d)) * 0.2).astype(np.float32) for c in "qkv"}
+    inits.update({f"b{c}": (RNG.normal(size=d) * 0.1).astype(np.float32) for c in "qkv"})
+    inits["cos"], inits["sin"] = _rotary_caches(64, h)
+    nodes = []
+    for c in "qkv":
+        nodes += [helper.make_node("MatMul", ["x", f"w{c}"], [f"{c}_mm"]),
+                  helper.make_node("Add", [f"{c}_mm", f"b{c}"], [f"{c}_add"])]
+    for c in "qk":
+        nodes.append(helper.make_node("RotaryEmbedding", [f"{c}_add", "pos", "cos", "sin"], [f"{c}_rot"],
+                                      domain="com.microsoft", num_heads=n))
+    nodes.append(helper.make_node("MultiHeadAttention", ["q_rot", "k_rot", "v_add", "", "", "", "pk", "pv"],
+                                  ["y", "present_k", "present_v"], domain="com.microsoft", num_heads=n,
+                                  name="MultiHeadAttention_0"))
+    inputs = [helper.make_tensor_value_info("x", F, [b, s, d]), helper.make_tensor_value_info("pos", I64, [b, s]),
+              helper.make_tensor_value_info("attention_mask", I64, [b, past + s]),
+              helper.make_tensor_value_info("pk", F, [b, n, past, h]),
+              helper.make_tensor_value_info("pv", F, [b, n, past, h])]
+    g = helper.make_graph(nodes, "decoder", inputs,
+                          [helper.make_tensor_value_info(o, F, None) for o in ("y", "present_k", "present_v")],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 9
+    return m
+
+
+@pytest.mark.parametrize("s,past", [(6, 0), (1, 9)])
+def test_gqa_written_by_replace_mha_with_gqa(s, past):
+    """onnxruntime.transformers.convert_generation.replace_mha_with_gqa turns the block into one packed-QKV
+    GroupQueryAttention with do_rotary and seqlens_k / total_sequence_length computed from the attention mask."""
+    from onnxruntime.transformers.convert_generation import replace_mha_with_gqa
+    from onnxruntime.transformers.onnx_model import OnnxModel
+    b, n, h = 2, 2, 32
+    model = OnnxModel(_decoder_layer_with_mha(b, s, past, n, h))
+    replace_mha_with_gqa(model, "attention_mask", kv_num_heads=0)
+    gqa = [nd for nd in model.model.graph.node if nd.op_type == "GroupQueryAttention"]
+    assert len(gqa) == 1 and not gqa[0].input[1], [nd.op_type for nd in model.model.graph.node]   # packed QKV
+    mask = np.ones((b, past + s), np.int64)
+    if past:
+        mask[1, -4:-1] = 0      # batch entry 1 has a shorter history: its token sits earlier in the cache
+    feeds = {"x": _f(b, s, n * h), "pos": np.tile(np.arange(past, past + s), (b, 1)).astype(np.int64),
+             "attention_mask": mask, "pk": _f(b, n, past, h), "pv": _f(b, n, past, h)}
+    check_against_ort(model.model, feeds)
