@@ -37,6 +37,8 @@ _EXPLICIT = {
     "NonMaxSuppression": T.NMS, "ReverseSequence": T.REVERSE_SEQUENCE, "CumSum": T.CUMULATIVE,
     "CumProd": T.CUMULATIVE, "RNN": T.RECURRENCE, "GRU": T.RECURRENCE, "LSTM": T.RECURRENCE,
     "Attention": T.ATTENTION, "OnnxAttention": T.ATTENTION, "FlexAttention": T.ATTENTION,
+    "MultiHeadAttention": T.ATTENTION, "GroupQueryAttention": T.ATTENTION, "DynamicQuantizeLSTM": T.RECURRENCE,
+    "QGemm": T.MATRIX_MULTIPLY,
     "LinearAttention": T.ATTENTION,
     "BatchNormalization": T.SCALE, "Plugin": T.PLUGIN_V3,
     "MaxPoolWithIndices": T.POOLING, "MaxRoiPool": T.POOLING, "RoiAlign": T.POOLING, "MaxUnpool": T.RESIZE,
