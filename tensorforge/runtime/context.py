@@ -365,7 +365,7 @@ class ExecutionContext:
             for s in frees:
                 slots[s] = None
         self._current = -1
-        return {n: slots[d] if d is not None else self._to_device(n, slots[h], host_values)
+        return {n: _dense(slots[d]) if d is not None else self._to_device(n, slots[h], host_values)
                 for n, d, h in self._output_slots}
 
     def _to_device(self, name, t, host_values=None):
@@ -392,6 +392,12 @@ class ExecutionContext:
                 self.stream.synchronize()
             else:
                 torch.cuda.synchronize(self.device)
+
+
+def _dense(t):
+    """An engine output in row-major order, whatever layout its last kernel wrote (a channels-last convolution's
+    NHWC y, a transposed view): one copy only for such outputs, as TensorRT's outputs are always linear."""
+    return t.contiguous() if isinstance(t, torch.Tensor) and not t.is_contiguous() else t
 
 
 @contextmanager

@@ -173,3 +173,11 @@ def test_consumers_get_channels_last_and_a_chain_converts_once():
     z = conv([y, w])[0]
     want = get_spec("Conv").reference(get_spec("Conv").reference(x, w, pads=[1, 1, 1, 1]), w, pads=[1, 1, 1, 1])
     torch.testing.assert_close(z, want, rtol=1e-4, atol=1e-4)
+
+
+def test_engine_outputs_are_dense():
+    """The model's last layer is a channels-last convolution; the engine still returns a row-major output."""
+    data = from_bytes(tfg.build(_mbconv_model(2), device="cpu").serialize())
+    assert data.layers[-1].tactic.endswith("cpu_onednn_nhwc")
+    y = ExecutionContext(data, "cpu").run({"x": torch.randn(2, 16, 28, 28)})["y"]
+    assert y.is_contiguous() and y.shape == (2, 16, 28, 28)
