@@ -13,7 +13,7 @@ input shape, built on that shape's first call (the reason logged).
 import torch
 import torch.utils._pytree as pytree
 
-from ..util.errors import TensorforgeError
+from ..util.errors import UsageError
 from ..util.log import get_logger
 from . import dynamic
 from .partition import Report, build_options, lower_graph
@@ -131,9 +131,9 @@ def tensorforge_backend(gm: torch.fx.GraphModule, example_inputs, options: dict 
                                     lambda *a: _lower(gm, a[0], options, state, *a[1:]))
     except dynamic.NotSymbolic as e:
         reason = str(e)
-    except TensorforgeError:
+    except UsageError:
         raise
-    except Exception as e:  # noqa: BLE001 - a symbolic export or conversion that fails falls back, with its reason
+    except Exception as e:  # noqa: BLE001 - a symbolic export, conversion or build that fails falls back, with its reason
         reason = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
     get_logger().warning(f"tensorforge: dynamic graph kept at static shapes ({reason}); one engine is built per "
                          "input shape, on its first call")

@@ -6,6 +6,8 @@ mask …); `supports(node)` asks the same question without building anything, so
 converter can never disagree. Op names and attributes are the IR's (ONNX names: Conv, Gemm, MatMul, …).
 """
 
+import operator
+
 import torch
 
 aten = torch.ops.aten
@@ -187,19 +189,39 @@ def reshape(ctx, node):
     if node.target == aten.flatten.using_ints and ctx.rank(node.args[0]) > 1 and int(_arg(node, 1, "start_dim", 0)) \
             == 1 and int(_arg(node, 2, "end_dim", -1)) % ctx.rank(node.args[0]) == ctx.rank(node.args[0]) - 1:
         return ctx.add("Flatten", [ctx.t(node.args[0])], node, axis=1)
+    if node.target in (aten.unsqueeze.default, aten.squeeze.dim):       # ONNX's own ops: no shape to compute
+        rank = ctx.rank(node) if node.target == aten.unsqueeze.default else ctx.rank(node.args[0])
+        axis = torch.tensor([int(node.args[1]) % rank], dtype=torch.int64)
+        size = ctx.dims(node.args[0])[int(axis)] if node.target == aten.squeeze.dim else 1
+        if not (isinstance(size, int) and size == 1):               # torch: squeezing a non-1 dim is a no-op
+            return ctx.add("Identity", [ctx.t(node.args[0])], node)  # (a dynamic dim is ≥ 2: dynamo specialises 1)
+        op = "Unsqueeze" if node.target == aten.unsqueeze.default else "Squeeze"
+        return ctx.add(op, [ctx.t(node.args[0]), ctx.const(axis, "axes")], node)
     return ctx.add("Reshape", [ctx.t(node.args[0]), ctx.target_shape(node.args[0], ctx.dims(node))], node)
 
 
 _SIZE_READERS = {aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.expand.default}
+_SIZE_MATH = {aten.sym_size.int, operator.mul, operator.add, operator.sub, operator.floordiv}
 
 
-@converts(aten.sym_size.int, check=lambda n: None if all(u.target in _SIZE_READERS for u in n.users)
-          else "a dynamic size used in arithmetic (only reshape/view/expand sizes are taken)")
-def sym_size(ctx, node):
-    """x.size(d) of a dynamic dim: read only as a reshape/expand size, which those converters take from the traced
-    output shape (ctx.target_shape), so it becomes a Shape layer that nothing reads (removed as dead code)."""
-    d = int(node.args[1]) % ctx.rank(node.args[0])
-    return ctx.add("Shape", [ctx.t(node.args[0])], node, start=d, end=d + 1)
+def _size_check(node):
+    """A dynamic size (x.size(d) and +, -, ·, // on sizes) is taken when every use ends as a reshape/view/expand
+    size: those converters read the traced output shape (ctx.target_shape) and ignore the size arguments."""
+    if not isinstance(node.meta.get("val"), torch.SymInt):
+        return f"{node.target} on values that are not tensor sizes"
+    for user in node.users:
+        if user.target in _SIZE_READERS:
+            continue
+        if user.target in _SIZE_MATH and _size_check(user) is None:
+            continue
+        return f"a dynamic size used by {user.target} (only reshape/view/expand sizes are taken)"
+    return None
+
+
+@converts(*_SIZE_MATH, check=_size_check)
+def size_value(ctx, node):
+    """Nothing to build: the readers take their shapes from the traced output (see _size_check)."""
+    return ""
 
 
 @converts(aten.permute.default)

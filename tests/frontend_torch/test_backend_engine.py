@@ -213,3 +213,47 @@ def test_entry_point_resolves_the_backend_by_name(tmp_path):
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env,
                          cwd=tmp_path)
     assert res.returncode == 0 and "ENTRY POINT OK" in res.stdout, res.stderr[-2000:]
+
+
+class SizeMath(nn.Module):
+    """Sizes computed from the dynamic batch (b·t rows, a view back, unsqueeze + expand, squeeze)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        y = self.a(x.reshape(b * t, d)).view(b, t, d).flatten(0, 1)
+        return torch.relu(y).unsqueeze(0).expand(2, b * t, d).unsqueeze(-1).squeeze(-1).squeeze(0)
+
+
+def test_dynamic_sizes_computed_in_the_graph():
+    m = SizeMath().eval()
+    torch._dynamo.reset()
+    f = torch.compile(m, backend="tensorforge")
+    before = len(ft.reports())
+    with torch.no_grad():
+        for batch in (2, 3, 5, 4):
+            x = torch.randn(batch, 5, 16)
+            torch.testing.assert_close(f(x), m(x), **TOL)
+    new = ft.reports()[before:]
+    assert len(new) == 2 and not new[1].breaks and new[1].built[0].data.profiles[0]
+
+
+def test_a_dynamic_graph_that_cannot_go_symbolic_falls_back_to_engines_per_shape(monkeypatch):
+    from tensorforge.frontend_torch import dynamic
+
+    def refuse(*a):
+        raise RuntimeError("export refused (test)")
+    monkeypatch.setattr(dynamic, "export_symbolic", refuse)
+    m = _block()
+    torch._dynamo.reset()
+    f = torch.compile(m, backend="tensorforge")
+    before = len(ft.reports())
+    with torch.no_grad():
+        for batch in (2, 3, 5, 3):
+            x = torch.randn(batch, 6, 32)
+            torch.testing.assert_close(f(x), m(x), **TOL)
+    new = ft.reports()[before:]
+    assert len(new) == 3 and all(len(r.built[0].data.input_names) == 1 for r in new)    # 2, 3, 5; weights constant
