@@ -1,7 +1,7 @@
 """com.microsoft DynamicQuantizeLSTM against onnxruntime (rtol 1e-3, atol 1e-4): LSTM models quantized by
 onnxruntime's own quantize_dynamic (per tensor and per channel; forward, reverse, bidirectional; initial states),
-hand-built nodes for uint8 weights, peepholes, clip and input_forget, the int_mm tactic against the float64
-reference, and refusals with a reason.
+hand-built nodes for uint8 weights, peepholes, clip and input_forget, sequence_lens (with and without Y), the
+int_mm tactic against the float64 reference, and refusals with a reason.
 
 onnxruntime splits a batch of B ≥ 2 across its intra-op threads and quantizes H per chunk; the op quantizes the
 whole batch (= onnxruntime with one thread), so batched cases compare with a one-thread session."""
@@ -127,13 +127,34 @@ def test_int_mm_tactic_matches_reference():
             assert torch.equal(g, w)
 
 
+@pytest.mark.parametrize("direction,lens,outputs", [
+    ("forward", [6, 3, 5], ("y", "y_h", "y_c")), ("forward", [4, 2, 3], ("", "y_h", "y_c")),
+    ("reverse", [6, 3, 5], ("y", "y_h", "")), ("bidirectional", [5, 2, 4], ("y", "y_h", "y_c")),
+    ("bidirectional", [6, 1, 3], ("", "y_h", "y_c"))])
+def test_dynamic_quantize_lstm_sequence_lens(tmp_path, direction, lens, outputs):
+    """quantize_dynamic on an LSTM with sequence_lens: padded steps, finished rows in the per-step H scale (0 when
+    Y is an output, the last state when only Y_h / Y_c are), per-entry reversal in the reverse direction."""
+    seq, batch, inp, hid = 6, 3, 7, 8
+    src, dst = tmp_path / "lstm.onnx", tmp_path / "lstm_q.onnx"
+    m = _lstm_model(seq, batch, inp, hid, direction)
+    node = m.graph.node[0]
+    node.input[4:] = ["lens"]
+    m.graph.input.append(helper.make_tensor_value_info("lens", TensorProto.INT32, [batch]))
+    del node.output[:]
+    node.output.extend(outputs)
+    del m.graph.output[:]
+    m.graph.output.extend([helper.make_tensor_value_info(o, F, None) for o in outputs if o])
+    onnx.save(m, src)
+    quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QInt8,
+                                  op_types_to_quantize=["LSTM"])
+    q = onnx.load(dst)
+    assert [n.op_type for n in q.graph.node] == ["DynamicQuantizeLSTM"]
+    feeds = _feeds(seq, batch, inp, hid, 2 if direction == "bidirectional" else 1, False)
+    feeds["lens"] = np.array(lens, np.int32)
+    _check(q, feeds)
+
+
 def test_refusals_say_why():
-    model, _ = _dq_node_model(3, 1, 4, 2)
-    node = model.graph.node[0]
-    node.input[4] = "lens"
-    model.graph.input.append(helper.make_tensor_value_info("lens", TensorProto.INT32, [1]))
-    with pytest.raises(UnsupportedOpError, match="sequence_lens"):
-        tfg.build(model.SerializeToString(), device="cpu")
     model, _ = _dq_node_model(3, 1, 4, 2)
     zp = next(t for t in model.graph.initializer if t.name == "wz")
     zp.CopyFrom(numpy_helper.from_array(np.full((1, 8), 3, np.int8), "wz"))

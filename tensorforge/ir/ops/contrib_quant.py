@@ -13,6 +13,9 @@
               G_x = float32(Σ (xq − zx)(W − w_zp)) · float32(sx · w_scale[n]),  the same for H with R
               then the gates of ONNX LSTM on G_x + G_h + (Wb + Rb), peepholes, clip, input_forget.
             W (D, I, 4H) and R (D, H, 4H) are int8 (zero point 0) or uint8, scales/zero points (D,) or (D, 4H).
+            sequence_lens: X's scale covers its first max(lens) steps (the reverse direction reverses each entry's
+            valid steps, the rest stays in place), a finished entry's H row enters the step's quantization as 0
+            when Y is an output (y_output = 1) and as its last state otherwise; Y is 0 past each length.
             onnxruntime splits the batch across threads for B ≥ 2 and quantizes H per chunk; this op quantizes the
             whole batch at once (= onnxruntime with one intra-op thread, or B = 1).
 Integer sums are exact in float64 (|Σ| < 2^53). Traffic: QGemm reads A, B once and writes Y; the LSTM reads X once,
@@ -93,27 +96,54 @@ def lstm_quantized_gemm(v, w, w_scale, w_zp, imatmul=exact_int_matmul) -> torch.
     return imatmul(q, z, w, w_zp).float() * (s * w_scale)
 
 
-def _direction(x, w, r, bias, h, c, p, ws, wz, rs, rz, acts, clip, input_forget, imatmul):
-    """One direction over all steps (x already in step order): returns Y (S, B, H), H_n, C_n."""
+def _direction(x, lens, w, r, bias, h, c, p, ws, wz, rs, rz, acts, clip, input_forget, zero_done, imatmul):
+    """One direction (x in step order, (S, B, I)); batch entry b runs lens[b] steps. Returns Y (S, B, H), H_n, C_n.
+    As onnxruntime: X is quantized over its first max(lens) steps; a finished entry's row of H_{t−1} is 0 in the
+    per-step quantization when Y is an output (`zero_done`), else its last state."""
     steps, batch, _ = x.shape
+    run = int(lens.max()) if lens is not None else steps
     hd = r.shape[0]
     f, g, hfn = acts
-    gx = lstm_quantized_gemm(x.reshape(steps * batch, -1), w, ws, wz, imatmul).reshape(steps, batch, -1)
+    gx = lstm_quantized_gemm(x[:run].reshape(run * batch, -1), w, ws, wz, imatmul).reshape(run, batch, -1)
     b = bias[:4 * hd] + bias[4 * hd:] if bias is not None else torch.zeros(4 * hd, device=x.device)
+    bi, bo, bf, bc = b.split(hd)
     pi, po, pf = p.split(hd) if p is not None else (None, None, None)
     cl = (lambda t: t.clamp(-clip, clip)) if clip is not None else (lambda t: t)
+    zero = torch.zeros((), device=x.device)
     ys = []
-    for t in range(steps):
-        pre = gx[t] + lstm_quantized_gemm(h, r, rs, rz, imatmul)
+    for t in range(run):
+        h_in = h
+        if lens is not None and zero_done and t > 0:
+            h_in = torch.where((t - 1 < lens).reshape(-1, 1), h, zero)
+        pre = gx[t] + lstm_quantized_gemm(h_in, r, rs, rz, imatmul)
         gi, go, gf, gc = pre.split(hd, dim=1)
-        bi, bo, bf, bc = b.split(hd)
         i = f(cl(gi + (pi * c if pi is not None else 0) + bi))
         fg = 1 - i if input_forget else f(cl(gf + (pf * c if pf is not None else 0) + bf))
-        c = fg * c + i * g(cl(gc + bc))
-        o = f(cl(go + (po * c if po is not None else 0) + bo))
-        h = o * hfn(c)
-        ys.append(h)
-    return torch.stack(ys), h, c
+        c_new = fg * c + i * g(cl(gc + bc))
+        o = f(cl(go + (po * c_new if po is not None else 0) + bo))
+        h_new = o * hfn(c_new)
+        if lens is None:
+            h, c = h_new, c_new
+            ys.append(h)
+        else:
+            active = (t < lens).reshape(-1, 1)
+            h, c = torch.where(active, h_new, h), torch.where(active, c_new, c)
+            ys.append(torch.where(active, h_new, zero))
+    y = torch.stack(ys)
+    if run < steps:
+        y = torch.cat([y, torch.zeros(steps - run, batch, hd, device=x.device)])
+    if lens is not None:                         # an entry of length 0 ends with zero states
+        h, c = (torch.where((lens > 0).reshape(-1, 1), v, zero) for v in (h, c))
+    return y, h, c
+
+
+def _reverse_within(x, lens):
+    """x (S, B, …) with each entry's first lens[b] steps reversed, the rest in place (onnxruntime's ReverseSequence)."""
+    if lens is None:
+        return x.flip(0)
+    t = torch.arange(x.shape[0], device=x.device).reshape(-1, 1)
+    src = torch.where(t < lens.reshape(1, -1), lens.reshape(1, -1) - 1 - t, t)                  # (S, B)
+    return x.gather(0, src.reshape(*src.shape, *([1] * (x.dim() - 2))).expand(x.shape))
 
 
 def _per_dir(t, d, n):
@@ -122,19 +152,18 @@ def _per_dir(t, d, n):
 
 
 _LSTM_ATTRS = {"activation_alpha": None, "activation_beta": None, "activations": None, "clip": None,
-               "direction": "forward", "hidden_size": None, "input_forget": 0}
+               "direction": "forward", "hidden_size": None, "input_forget": 0, "y_output": 1}
 
 
 def run_dynamic_quantize_lstm(inputs: list, attrs: dict, imatmul=exact_int_matmul):
     """DynamicQuantizeLSTM with the integer GEMM `imatmul` (the reference's float64 one, or a tactic's)."""
     x, w, r, b, seq_lens, h0s, c0s, p, w_scale, w_zp, r_scale, r_zp = (list(inputs) + [None] * 12)[:12]
-    if seq_lens is not None:
-        raise ValueError("DynamicQuantizeLSTM with sequence_lens is not supported")
     direction = attrs.get("direction", "forward")
     dirs = 2 if direction == "bidirectional" else 1
     acts = _activations(attrs.get("activations"), attrs.get("activation_alpha"), attrs.get("activation_beta"), 3,
                         dirs, ["Sigmoid", "Tanh", "Tanh"])
     batch, hd = x.shape[1], r.shape[1]
+    lens = seq_lens.to(x.device).to(torch.int64).reshape(-1) if seq_lens is not None else None
     xf = x.float()
     outs, hs, cs = [], [], []
     for d in range(dirs):
@@ -142,12 +171,13 @@ def run_dynamic_quantize_lstm(inputs: list, attrs: dict, imatmul=exact_int_matmu
         h0 = h0s[d].float() if h0s is not None else torch.zeros(batch, hd, device=x.device)
         c0 = c0s[d].float() if c0s is not None else torch.zeros(batch, hd, device=x.device)
         four = 4 * hd
-        y, h, c = _direction(xf.flip(0) if reverse else xf, w[d], r[d], b[d].float() if b is not None else None,
-                             h0, c0, p[d].float() if p is not None else None,
+        y, h, c = _direction(_reverse_within(xf, lens) if reverse else xf, lens, w[d], r[d],
+                             b[d].float() if b is not None else None, h0, c0, p[d].float() if p is not None else None,
                              _per_dir(w_scale.float(), d, four), _per_dir(w_zp.to(torch.float64), d, four),
                              _per_dir(r_scale.float(), d, four), _per_dir(r_zp.to(torch.float64), d, four),
-                             acts[d], attrs.get("clip"), attrs.get("input_forget", 0), imatmul)
-        outs.append(y.flip(0) if reverse else y)
+                             acts[d], attrs.get("clip"), attrs.get("input_forget", 0), attrs.get("y_output", 1),
+                             imatmul)
+        outs.append(_reverse_within(y, lens) if reverse else y)
         hs.append(h)
         cs.append(c)
     return torch.stack(outs, dim=1).to(x.dtype), torch.stack(hs).to(x.dtype), torch.stack(cs).to(x.dtype)

@@ -5,8 +5,10 @@ quantize_static (QOperator format, Gemm) and quantize_dynamic (LSTM) write them.
     QGemm(A, a_scale, a_zp, B, b_scale, b_zp, C?, y_scale?, y_zp?; alpha, transA, transB)
     DynamicQuantizeLSTM(X, W, R, B?, sequence_lens?, initial_h?, initial_c?, P?, W_scale, W_zp, R_scale, R_zp; LSTM's
                         attributes without layout)  → Y, Y_h, Y_c
-Refused with a reason: QGemm with y_scale but no y_zp; DynamicQuantizeLSTM with sequence_lens (onnxruntime then
-quantizes padded steps and rows into the shared per-step scale) and with int8 weights whose zero point is not 0.
+With sequence_lens, onnxruntime's per-step H quantization sees a finished entry's row as 0 when Y is an output and as
+its last state when not; the importer records which (attribute y_output).
+Refused with a reason: QGemm with y_scale but no y_zp; DynamicQuantizeLSTM with int8 weights whose zero point is
+not 0.
 """
 
 import torch
@@ -39,10 +41,6 @@ _LSTM_ATTRS = ("activation_alpha", "activation_beta", "activations", "clip", "di
 @importer("DynamicQuantizeLSTM", versions=(1,), domain=MS)
 def import_dynamic_quantize_lstm(ctx, node, inputs):
     """int8/uint8 LSTM, X / H quantized to uint8 per call / per step as onnxruntime does (H: whole batch; own IR op)."""
-    if _present(inputs, 4):
-        raise UnsupportedOpError(f"{node.where()}: DynamicQuantizeLSTM with sequence_lens is not supported",
-                                 "onnxruntime folds padded steps into its per-step scales; export without "
-                                 "sequence_lens (equal lengths)")
     if len(inputs) < 12 or not all(inputs[i] for i in (8, 9, 10, 11)):
         raise UnsupportedOpError(f"{node.where()}: DynamicQuantizeLSTM needs W_scale, W_zero_point, R_scale and "
                                  "R_zero_point (inputs 8–11)", "re-run onnxruntime's quantize_dynamic")
@@ -52,5 +50,6 @@ def import_dynamic_quantize_lstm(ctx, node, inputs):
             raise UnsupportedOpError(f"{node.where()}: int8 {what} with a non-zero zero point",
                                      "onnxruntime's DynamicQuantizeLSTM requires zero points of 0 for int8 weights")
     attrs = {k: node.attrs[k] for k in _LSTM_ATTRS if k in node.attrs}
+    attrs["y_output"] = int(bool(node.outputs and node.outputs[0]))     # onnxruntime's H quantization depends on it
     outs = ctx.add("DynamicQuantizeLSTM", list(inputs), attrs, num_outputs=3)
     return outs[:max(1, len(node.outputs))]
