@@ -1,4 +1,5 @@
-"""Tactic: LayerNormalization as a hand-written Triton kernel, one program per row.
+"""Tactics: LayerNormalization (and LayerNormalizationQuantize, its output also quantized) as a hand-written
+Triton kernel, one program per row.
 
 x is viewed as M rows of N = Π normalised dims. Rows up to MAX_SINGLE elements stay in registers: one read of
 x, statistics in float32 (mean, then Σ(x − mean)² — the two-pass form, no cancellation), one write of y:
@@ -12,8 +13,10 @@ import torch
 import triton
 import triton.language as tl
 
+from ..ir import dtype_from_name
 from .registry import tactic, triton_device_reason
 from .torch_fused import layernorm_y_only_reason
+from .triton_int8_gemm import _quantize_r, reciprocal_scale
 
 MAX_SINGLE = 16384
 MAX_TILE = 8192          # elements of a multi-row tile (ROWS · BLOCK_N) held in registers
@@ -22,9 +25,11 @@ MAX_TILE = 8192          # elements of a multi-row tile (ROWS · BLOCK_N) held i
 @triton.jit
 def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stride_y, eps, HAS_BIAS: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, Shift=None,
-                      HAS_SHIFT: tl.constexpr = False):
+                      HAS_SHIFT: tl.constexpr = False, Q=None, q_scale=1.0, q_r=1.0, q_zp=0.0, q_lo=0.0, q_hi=0.0,
+                      Q_KIND: tl.constexpr = 0):
     # row r of x starts at (r // R1)·stride_x0 + (r % R1)·stride_x; its columns are stride_xc apart.
     # HAS_SHIFT: the row is x + shift[col] rounded to x's dtype (a convolution's bias moved here, AddLayerNorm)
+    # Q_KIND 1 (int8/uint8) / 2 (float8 E4M3): also Q = QuantizeLinear(y as stored), laid out like Y
     row = tl.program_id(0).to(tl.int64)
     xr = X + (row // R1) * stride_x0 + (row % R1) * stride_x
     yr = Y + row * stride_y
@@ -45,6 +50,9 @@ def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stri
         if HAS_BIAS:
             y += tl.load(B + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
         tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+        if Q_KIND != 0:
+            _store_q(Q + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask, q_scale, q_r,
+                     q_zp, q_lo, q_hi, Q_KIND)
     elif SINGLE:
         mask = cols < N
         x = tl.load(xr + cols * stride_xc, mask=mask, other=0.0)
@@ -58,6 +66,8 @@ def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stri
         if HAS_BIAS:
             y += tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(yr + cols, y.to(Y.dtype.element_ty), mask=mask)
+        if Q_KIND != 0:
+            _store_q(Q + row * stride_y + cols, y.to(Y.dtype.element_ty), mask, q_scale, q_r, q_zp, q_lo, q_hi, Q_KIND)
     else:
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for start in range(0, N, BLOCK_N):
@@ -78,6 +88,15 @@ def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stri
             if HAS_BIAS:
                 y += tl.load(B + c, mask=m, other=0.0).to(tl.float32)
             tl.store(yr + c, y.to(Y.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _store_q(ptr, y, mask, q_scale, q_r, q_zp, q_lo, q_hi, KIND: tl.constexpr):
+    """QuantizeLinear of y as stored (its float16/bfloat16/float32 value), bit-exact to the reference."""
+    q = _quantize_r(y.to(tl.float32), q_scale, q_r, q_zp, q_lo, q_hi, KIND)
+    if KIND == 1:
+        q = q.to(tl.int32)
+    tl.store(ptr, q.to(ptr.dtype.element_ty), mask=mask)
 
 
 def _next_pow2(n: int) -> int:
@@ -106,10 +125,11 @@ def _strided_rows(x: torch.Tensor):
 
 
 def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int | None = None, rows: int = 1,
-              strided: bool = False, shift=None):
+              strided: bool = False, shift=None, quant: dict | None = None):
     """Y of LayerNormalization(x, scale, bias) along dims axis..r−1 (launcher shared by the tactic and tests).
     `strided`: read a last-axis x through its strides where the rows allow it (else x is made contiguous first).
     `shift`: N values added to every row first, the sum rounded to x's dtype (LayerNorm(x + shift)); rows that
+    fit in registers only. `quant` ({scale, zero_point, dtype}): also return Q(Y) per tensor — (Y, Q); rows that
     fit in registers only."""
     axis = axis % x.dim()
     shape = x.shape[axis:]
@@ -129,9 +149,19 @@ def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int 
             x2 = x2.contiguous()
         r1, stride_outer, stride_row, stride_col = max(1, x2.shape[0]), 0, n, 1
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    q_args, q = dict(Q=y, q_scale=1.0, q_r=1.0, q_zp=0.0, q_lo=0.0, q_hi=0.0, Q_KIND=0), None   # no Q: unused
+    if quant is not None:
+        if n > MAX_SINGLE or block is not None:
+            raise ValueError(f"a quantized second output needs rows up to {MAX_SINGLE} elements (rows of {n})")
+        qdt = dtype_from_name(quant["dtype"])
+        q = torch.empty(x.shape, dtype=qdt, device=x.device)
+        lo, hi = (0.0, 255.0) if qdt == torch.uint8 else (-128.0, 127.0)
+        q_args = dict(Q=q, q_scale=float(quant["scale"]), q_r=reciprocal_scale(quant["scale"]),
+                      q_zp=float(quant["zero_point"]), q_lo=lo, q_hi=hi,
+                      Q_KIND=2 if quant["dtype"] == "float8_e4m3fn" else 1)
     m = x.numel() // n if n else 0
     if m == 0 or n == 0:
-        return y
+        return y if q is None else (y, q)
     w = scale.to(x.device).expand(shape).reshape(-1).contiguous()
     b = bias.to(x.device).expand(shape).reshape(-1).contiguous() if bias is not None else w
     single = n <= MAX_SINGLE and block is None
@@ -140,8 +170,8 @@ def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int 
     _layernorm_kernel[(triton.cdiv(m, rows),)](x2, w, b, y, m, n, r1, stride_outer, stride_row, stride_col, n, eps,
                                                HAS_BIAS=bias is not None, SINGLE=single, BLOCK_N=block_n, ROWS=rows,
                                                Shift=shift.to(x.device).reshape(-1).contiguous() if shift is not None
-                                               else w, HAS_SHIFT=shift is not None, num_warps=warps)
-    return y
+                                               else w, HAS_SHIFT=shift is not None, num_warps=warps, **q_args)
+    return y if q is None else (y, q)
 
 
 LAYERNORM_CONFIGS = [{"warps": 4}, {"warps": 8}, {"warps": 16}, {"warps": 2}, {"warps": 4, "rows": 8},
@@ -167,4 +197,31 @@ class TritonLayerNorm:
             x = inputs[0]
             return [layernorm(x, inputs[1], inputs[2] if len(inputs) > 2 else None, axis, eps, warps,
                               rows=int(cfg.get("rows", 1)), strided=bool(cfg.get("strided", 0)))]
+        return run
+
+
+@tactic("LayerNormalizationQuantize", name="triton_rowwise", configs=LAYERNORM_CONFIGS, priority=10)
+class TritonLayerNormQuantize:
+    """LayerNorm with the next GEMM's Q as a second output (ir/ops/quantized.py): the row kernel above with its
+    quantized store; rows up to MAX_SINGLE elements."""
+    @staticmethod
+    def supports(layer, device):
+        why = triton_device_reason(device)
+        if why is not None:
+            return why
+        if layer.attrs.get("stash_type", 1) != 1:
+            return f"stash_type={layer.attrs.get('stash_type')}"
+        return None
+
+    @staticmethod
+    def build(layer, cfg, device):
+        a = layer.attrs
+        axis, eps = int(a.get("axis", -1)), float(a.get("epsilon", 1e-5))
+        quant = {"scale": a["q_scale"], "zero_point": a["q_zero_point"], "dtype": a["q_dtype"]}
+
+        def run(inputs):
+            y, q = layernorm(inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, axis, eps,
+                             int(cfg.get("warps", 4)), rows=int(cfg.get("rows", 1)),
+                             strided=bool(cfg.get("strided", 0)), quant=quant)
+            return [y, q]
         return run

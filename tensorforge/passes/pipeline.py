@@ -24,6 +24,7 @@ from .rules.horizontal_gemm import fuse_horizontal_gemms
 from .rules.identity import remove_noops
 from .rules.qdq import fuse_qdq
 from .rules.qdq_dual import fuse_output_quantize
+from .rules.qdq_layernorm import fuse_layernorm_quantize
 from .rules import qdq_epilogue
 from .view_chains import collapse_view_chains
 from .rules.base import rule_pass
@@ -57,6 +58,7 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
 # after precision conversion (builder): dtypes are final
 LATE_PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("add-layernorm", 3, fuse_add_layernorm),
+    ("layernorm-quantize", 1, fuse_layernorm_quantize),   # the next GEMM's Q as a second LayerNorm output
     ("conv-bias-layernorm", 3, move_conv_bias_into_layernorm),
     ("conv-pool", 3, fuse_conv_pool),
     ("pointwise-chains", 3, pointwise.group_pointwise_chains),

@@ -35,14 +35,20 @@ def compile_(name, fn, sig, consts, warps=4, stages=3, attrs=None):
     return k
 
 ptrs = lambda names, t: {n: t for n in names}
+ln_q = {"q_scale": "fp32", "q_r": "fp32", "q_zp": "fp32", "q_lo": "fp32", "q_hi": "fp32"}
 for dt in ("*fp32", "*fp16", "*bf16"):
     compile_(f"layernorm{dt}", triton_layernorm._layernorm_kernel,
              {**ptrs("XWBY", dt), **{n: "i32" for n in "M N R1 stride_x0 stride_x stride_xc stride_y".split()},
-              "eps": "fp32", "Shift": dt},
+              "eps": "fp32", "Shift": dt, "Q": dt, **ln_q},
              {"HAS_BIAS": True, "SINGLE": dt != "*fp32", "BLOCK_N": 1024, "ROWS": 1 if dt != "*fp16" else 8,
-              "HAS_SHIFT": dt != "*fp32"})
+              "HAS_SHIFT": dt != "*fp32", "Q_KIND": 0})
     compile_(f"softmax{dt}", triton_softmax._softmax_kernel, {**ptrs("XY", dt), "N": "i32", "stride_x": "i32",
              "stride_y": "i32"}, {"LOG": dt == "*bf16", "SINGLE": dt == "*fp16", "BLOCK_N": 2048})
+for qt, kind, rows in (("*i8", 1, 1), ("*fp8e4nv", 2, 8)):       # LayerNormalizationQuantize: y and Q(y)
+    compile_(f"layernorm_q{qt}", triton_layernorm._layernorm_kernel,
+             {**ptrs("XWBY", "*fp16"), **{n: "i32" for n in "M N R1 stride_x0 stride_x stride_xc stride_y".split()},
+              "eps": "fp32", "Shift": "*fp16", "Q": qt, **ln_q},
+             {"HAS_BIAS": True, "SINGLE": True, "BLOCK_N": 1024, "ROWS": rows, "HAS_SHIFT": False, "Q_KIND": kind})
 gemm_sig = {"M N K s_ab s_am s_ak s_bb s_bk s_bn s_rb s_rm s_rn s_cb s_cm s_cn".split()[i]: "i32" for i in range(15)}
 for dt, act, prec, picks in (("*fp16", "Gelu", "ieee", (0, 4, 6, 7, 8)), ("*bf16", "GeluTanh", "ieee", (1,)),
                              ("*fp32", "Clip", "tf32", (2,))):
@@ -106,7 +112,7 @@ def test_every_triton_kernel_compiles_for_sm90():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
-    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 and all(r["cubin"] > 0 for r in report.values())
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 and all(r["cubin"] > 0 for r in report.values())
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]
         assert gelu["vector_loads"] >= 1 and gelu["div_full"] == 0

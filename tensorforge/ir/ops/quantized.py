@@ -157,3 +157,20 @@ def block_quantized_matmul(a_, w, scale, zero_point=None, bias=None, **a):
     if bias is not None:
         y = y + bias.to(y.dtype)
     return apply_activation(y, a["activation"], a["alpha"], a["beta"])
+
+
+def _lnq_infer(x, scale, bias=None, **a):
+    return (torch.empty(x.shape, dtype=x.dtype, device="meta"),
+            torch.empty(x.shape, dtype=dtype_from_name(a["q_dtype"]), device="meta"))
+
+
+@op("LayerNormalizationQuantize", attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1, "q_scale": REQUIRED,
+                                         "q_zero_point": 0, "q_dtype": REQUIRED}, infer=_lnq_infer)
+def layer_normalization_quantize(x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1, q_scale=None,
+                                 q_zero_point=0, q_dtype=None):
+    """(Y, Q(Y)): LayerNormalization, and its output (in x's dtype, as the QuantizeLinear that read it saw it)
+    quantized per tensor — the next GEMM's Q as a second output of the normalisation (passes/rules/qdq_layernorm.py).
+    One kernel reads x once and writes Y and the 1-byte Q(Y): traffic 3·|x|·b + |x| instead of 2·|x|·b for the
+    LayerNorm plus |x|·b + |x| for the QuantizeLinear, and one launch instead of two."""
+    y = get_spec("LayerNormalization").reference(x, scale, bias, axis=axis, epsilon=epsilon, stash_type=stash_type)[0]
+    return y, quantize(y, q_scale, q_zero_point, q_dtype)
