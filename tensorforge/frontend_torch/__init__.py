@@ -4,7 +4,9 @@
     torch.compile(model, backend="tensorforge", options={"fp16": True})   # graph breaks stay in PyTorch
 
 fx_to_ir.py converts aten FX graphs (converters.py and converters_more.py hold the table), partition.py splits and builds,
-module.py is the nn.Module face, backend.py the dynamo backend (registered when this room is imported).
+runner.py runs an engine per call (CUDA-graph replay), module.py is the nn.Module face, backend.py the dynamo backend
+(registered when this room is imported, or found through the torch_dynamo_backends entry point), dynamic.py its
+profiled engines for graphs dynamo made dynamic.
 May import ir, builder, api, engine, runtime, util; nothing imports it but cli (and tensorforge's lazy names).
 """
 

@@ -6,8 +6,6 @@ mask …); `supports(node)` asks the same question without building anything, so
 converter can never disagree. Op names and attributes are the IR's (ONNX names: Conv, Gemm, MatMul, …).
 """
 
-import operator
-
 import torch
 
 aten = torch.ops.aten
@@ -198,30 +196,6 @@ def reshape(ctx, node):
         op = "Unsqueeze" if node.target == aten.unsqueeze.default else "Squeeze"
         return ctx.add(op, [ctx.t(node.args[0]), ctx.const(axis, "axes")], node)
     return ctx.add("Reshape", [ctx.t(node.args[0]), ctx.target_shape(node.args[0], ctx.dims(node))], node)
-
-
-_SIZE_READERS = {aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.expand.default}
-_SIZE_MATH = {aten.sym_size.int, operator.mul, operator.add, operator.sub, operator.floordiv}
-
-
-def _size_check(node):
-    """A dynamic size (x.size(d) and +, -, ·, // on sizes) is taken when every use ends as a reshape/view/expand
-    size: those converters read the traced output shape (ctx.target_shape) and ignore the size arguments."""
-    if not isinstance(node.meta.get("val"), torch.SymInt):
-        return f"{node.target} on values that are not tensor sizes"
-    for user in node.users:
-        if user.target in _SIZE_READERS:
-            continue
-        if user.target in _SIZE_MATH and _size_check(user) is None:
-            continue
-        return f"a dynamic size used by {user.target} (only reshape/view/expand sizes are taken)"
-    return None
-
-
-@converts(*_SIZE_MATH, check=_size_check)
-def size_value(ctx, node):
-    """Nothing to build: the readers take their shapes from the traced output (see _size_check)."""
-    return ""
 
 
 @converts(aten.permute.default)

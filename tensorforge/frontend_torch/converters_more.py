@@ -1,5 +1,6 @@
 """More of the aten → IR table: multi-output ops (split, chunk, unbind) with getitem, reductions, clamps,
-powers, casts and expand. Registered into converters.TABLE on import (frontend_torch/__init__.py)."""
+powers, casts, expand, and the size arithmetic of dynamic graphs. Registered into converters.TABLE on import
+(frontend_torch/__init__.py)."""
 
 import operator
 
@@ -134,4 +135,37 @@ def expand(ctx, node):
 @converts(aten._assert_tensor_metadata.default)
 def assert_metadata(ctx, node):
     """export's check that a tensor has its traced dtype: the layers were built from those traced dtypes."""
+    return None
+
+
+_SIZE_READERS = {aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.expand.default,
+                 aten._assert_scalar.default}
+_SIZE_MATH = {aten.sym_size.int, operator.mul, operator.add, operator.sub, operator.floordiv,
+              operator.ge, operator.gt, operator.le, operator.lt, operator.eq}
+
+
+def _size_check(node):
+    """A dynamic size (x.size(d) and +, -, ·, //, comparisons on sizes) is taken when every use ends as a
+    reshape/view/expand size or a run-time assertion on sizes: those converters read the traced output shape
+    (ctx.target_shape) and ignore the size arguments; the engine's profile bounds the sizes instead."""
+    if not isinstance(node.meta.get("val"), (torch.SymInt, torch.SymBool)):
+        return f"{node.target} on values that are not tensor sizes"
+    for user in node.users:
+        if user.target in _SIZE_READERS:
+            continue
+        if user.target in _SIZE_MATH and _size_check(user) is None:
+            continue
+        return f"a dynamic size used by {user.target} (only reshape/view/expand sizes are taken)"
+    return None
+
+
+@converts(*_SIZE_MATH, check=_size_check)
+def size_value(ctx, node):
+    """Nothing to build: the readers take their shapes from the traced output (see _size_check)."""
+    return ""
+
+
+@converts(aten._assert_scalar.default)
+def assert_scalar(ctx, node):
+    """export's run-time check on sizes (e.g. that a dynamic dim is in its range): the profile checks that."""
     return None

@@ -4,7 +4,8 @@
     result.network, result.inputs (placeholder names fed at run time), result.unsupported [(node, op, reason)]
 
 Placeholders listed in `constants` become Network constants holding the very tensor (parameters are shared,
-detached, never copied); the other placeholders become network inputs with the traced shape and dtype. Every
+detached, never copied); the other placeholders become network inputs with the traced shape and dtype (-1 for a
+dim export made symbolic; converters write such dims as run-time shape inputs, `_Ctx.target_shape`). Every
 call_function node goes through the table in converters.py; each one it cannot take is reported (op and
 reason) and, when `strict`, the conversion fails with UnsupportedOpError naming all of them.
 """

@@ -190,14 +190,22 @@ def test_bad_declared_shapes_are_a_usage_error():
 
 
 def test_entry_point_resolves_the_backend_by_name(tmp_path):
-    """The pyproject's entry point, installed as package metadata (what `pip install` writes), lets dynamo find
-    backend="tensorforge" in a process that never imported tensorforge."""
+    """The package metadata setuptools writes from pyproject.toml (what `pip install`, editable or not, installs)
+    lets dynamo find backend="tensorforge" in a process that never imported tensorforge."""
     eps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["torch_dynamo_backends"]
-    assert set(eps) == {"tensorforge"}
-    dist = tmp_path / "tensorforge_entry-0.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorforge-entry\nVersion: 0.0\n")
-    (dist / "entry_points.txt").write_text(f"[torch_dynamo_backends]\ntensorforge = {eps['tensorforge']}\n")
+    assert eps == {"tensorforge": "tensorforge.frontend_torch.backend:tensorforge_backend"}
+    src, meta = tmp_path / "src", tmp_path / "meta"
+    (src / "tensorforge").mkdir(parents=True)
+    meta.mkdir()
+    for name in ("pyproject.toml", "README.md", "tensorforge/version.py"):
+        (src / name).write_bytes((ROOT / name).read_bytes())
+    (src / "tensorforge" / "__init__.py").write_text("")
+    made = subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta; "
+                           "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))", str(meta)],
+                          cwd=src, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr[-2000:]
+    dist = meta / made.stdout.split()[-1]
+    assert "[torch_dynamo_backends]" in (dist / "entry_points.txt").read_text()
     script = ("import sys, torch\n"
               "assert 'tensorforge' in torch._dynamo.list_backends()\n"
               "assert not any(k.startswith('tensorforge') for k in sys.modules)\n"
@@ -208,8 +216,8 @@ def test_entry_point_resolves_the_backend_by_name(tmp_path):
               "from tensorforge.frontend_torch import last_report\n"
               "assert last_report().engines == 1\n"
               "print('ENTRY POINT OK')\n")
-    # the checkout on the path (not installed); the metadata folder stands in for the installed distribution
-    env = {"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1"}
+    # that metadata first on the path (it shadows an older installed copy of the distribution), the checkout next
+    env = {"PYTHONPATH": f"{meta}:{ROOT}", "PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1"}
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env,
                          cwd=tmp_path)
     assert res.returncode == 0 and "ENTRY POINT OK" in res.stdout, res.stderr[-2000:]
