@@ -32,19 +32,15 @@ def reports() -> list[Report]:
 
 
 def _is_param_or_buffer(node) -> bool:
-    """A placeholder dynamo made for module state: an nn.Parameter, or a tensor reached through a module
-    (its source chain names a parameter/buffer or an nn.Module, or its guard source is an nn.Module's)."""
+    """A placeholder dynamo made for a module's parameter or registered buffer (an nn.Parameter, or a source chain
+    through dynamo's parameter/buffer source). A plain tensor attribute (`self.t = tensor`) is not: dynamo guards
+    it by shape, not identity, so a new tensor there reuses the graph and must be fed, not baked in."""
     grapharg = node.meta.get("grapharg")
     if isinstance(getattr(grapharg, "example", None), torch.nn.Parameter):
         return True
     source = getattr(grapharg, "source", None)
-    guard = getattr(source, "guard_source", None)
-    guard = guard() if callable(guard) else guard
-    if guard is not None and (getattr(guard, "is_unspecialized_nn_module", lambda: False)()
-                              or getattr(guard, "is_specialized_nn_module", lambda: False)()):
-        return True
     while source is not None:
-        if "ParamBuffer" in type(source).__name__ or "NNModule" in type(source).__name__:
+        if "ParamBuffer" in type(source).__name__:
             return True
         source = getattr(source, "base", None)
     return False

@@ -265,3 +265,26 @@ def test_a_dynamic_graph_that_cannot_go_symbolic_falls_back_to_engines_per_shape
             torch.testing.assert_close(f(x), m(x), **TOL)
     new = ft.reports()[before:]
     assert len(new) == 3 and all(len(r.built[0].data.input_names) == 1 for r in new)    # 2, 3, 5; weights constant
+
+
+def test_a_plain_tensor_attribute_is_fed_not_baked_in():
+    """Dynamo reuses the graph when `self.scale` is replaced by another tensor of the same shape, so the engine
+    must read it at run time; parameters and registered buffers are constants."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.register_buffer("shift", torch.full((4,), 0.5))
+            self.scale = torch.full((4,), 2.0)
+
+        def forward(self, x):
+            return self.lin(x) * self.scale + self.shift
+    m = Scaled().eval()
+    torch._dynamo.reset()
+    f = torch.compile(m, backend="tensorforge", dynamic=False)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), m(x), **TOL)
+        m.scale = torch.full((4,), -3.0)
+        torch.testing.assert_close(f(x), m(x), **TOL)
+    assert len(ft.last_report().built[0].data.input_names) == 2        # x and scale; weight, bias, shift constant
