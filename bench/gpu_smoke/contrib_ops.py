@@ -1,8 +1,9 @@
 """GPU smoke of onnxruntime's contrib ops added for issue 17 (QGemm, DynamicQuantizeLSTM, MultiHeadAttention,
 GroupQueryAttention, FusedConv): each small model built for CUDA and compared with the same model built for the CPU
 (whose tactics the CI tests check against onnxruntime) — QGemm's quantized output bit for bit (torch._int_mm on
-cuBLASLt is exact), the rest at rtol 1e-3 / atol 1e-4 — plus CUDA timings of the SDPA / int_mm tactics against the
-ops' references (tactic hidden). One PASS/FAIL line per check; exit 1 on any FAIL.
+cuBLASLt and the chunked float32 GEMMs are exact), the rest at rtol 1e-3 / atol 1e-4 —, each integer-GEMM tactic
+bit for bit against the reference on CUDA with TF32 allowed, and CUDA timings of the fast tactics against the
+ops' references (tactics hidden). One PASS/FAIL line per check; exit 1 on any FAIL.
     PYTHONPATH=. python3 bench/gpu_smoke/contrib_ops.py          (≈ 30–60 s on an H200)
 """
 
@@ -91,6 +92,36 @@ def timed(name, model, feeds, op, iters=20):
         RESULTS.append((name, False, f"{type(e).__name__}: {str(e)[:200]}"))
 
 
+def tactic_exact(name, op, tactic_cls, model_and_feeds, with_tf32=True):
+    """Build one tactic directly on CUDA (TF32 allowed, as in default builds) and compare with the op's reference
+    on the same CUDA tensors, bit for bit."""
+    try:
+        import onnx
+        from tensorforge.ir import get_spec
+        model, feeds = model_and_feeds
+        m = onnx.load_from_string(model)
+        node = m.graph.node[0]
+        inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()).cuda() for t in m.graph.initializer}
+        args = [torch.from_numpy(feeds[n]).cuda() if n in feeds else (inits[n] if n else None) for n in node.input]
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in attrs.items()}
+        want = get_spec(op).reference(*args, **attrs)
+        want = list(want) if isinstance(want, tuple) else [want]
+        layer = type("L", (), {"attrs": attrs, "outputs": [o for o in node.output], "op": op,
+                               "inputs": list(node.input)})()
+        prev = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = with_tf32
+        try:
+            got = tactic_cls.build(layer, {}, torch.device("cuda"))(args)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = prev
+        ok = all(torch.equal(g, w) for g, w in zip(got, want))
+        worst = max(float((g.double() - w.double()).abs().max()) for g, w in zip(got, want))
+        RESULTS.append((name, ok, f"max |diff| {worst:.3g} vs reference"))
+    except Exception as e:
+        RESULTS.append((name, False, f"{type(e).__name__}: {str(e)[:200]}"))
+
+
 def qgemm_model(m, k, n, quantized=True):
     inits = [("a_scale", np.array(0.02, np.float32)), ("a_zp", np.array(128, np.uint8)),
              ("b", RNG.integers(-128, 128, (k, n)).astype(np.int8)),
@@ -170,6 +201,12 @@ def main() -> int:
     check("gqa_decode_rotary", *gqa_model(3, 8, 2, 64, past=20, seqlens=[20, 11, 5]))
     check("gqa_prompt", *gqa_model(2, 8, 2, 64, past=0, seqlens=[7, 7], rotary=False, s=8))
     check("fused_conv_z_leakyrelu", *fused_conv_model())
+    from tensorforge.kernels import contrib_quant as cq
+    for cls in ("QGemmIntMM", "QGemmFloatExact"):
+        tactic_exact(f"qgemm_{cls}_k1100_exact", "QGemm", getattr(cq, cls), qgemm_model(33, 1100, 24))
+    for cls in ("DynamicQuantizeLSTMIntMM", "DynamicQuantizeLSTMFloatExact"):
+        tactic_exact(f"dq_lstm_{cls}_i600_exact", "DynamicQuantizeLSTM", getattr(cq, cls),
+                     dq_lstm_model(4, 3, 600, 16))
     timed("time_qgemm_1024", *qgemm_model(1024, 1024, 1024), "QGemm")
     timed("time_dq_lstm_s64_b8_h128", *dq_lstm_model(64, 8, 128, 128, "forward"), "DynamicQuantizeLSTM")
     timed("time_mha_b8_s128_n12_h64", *mha_model(8, 128, 12, 64), "MultiHeadAttention")

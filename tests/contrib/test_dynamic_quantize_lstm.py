@@ -1,7 +1,7 @@
 """com.microsoft DynamicQuantizeLSTM against onnxruntime (rtol 1e-3, atol 1e-4): LSTM models quantized by
 onnxruntime's own quantize_dynamic (per tensor and per channel; forward, reverse, bidirectional; initial states),
 hand-built nodes for uint8 weights, peepholes, clip and input_forget, sequence_lens (with and without Y), the
-int_mm tactic against the float64 reference, and refusals with a reason.
+int_mm and float_exact tactics against the float64 reference, and refusals with a reason.
 
 onnxruntime splits a batch of B ≥ 2 across its intra-op threads and quantizes H per chunk; the op quantizes the
 whole batch (= onnxruntime with one thread), so batched cases compare with a one-thread session."""
@@ -112,17 +112,20 @@ def test_dynamic_quantize_lstm_nodes(kw):
     _check(model, feeds)
 
 
-def test_int_mm_tactic_matches_reference():
-    from tensorforge.kernels.contrib_quant import DynamicQuantizeLSTMIntMM
-    for uint8 in (False, True):
-        model, feeds = _dq_node_model(4, 3, 9, 5, uint8=uint8, peephole=True)
+@pytest.mark.parametrize("tactic_name", ["DynamicQuantizeLSTMIntMM", "DynamicQuantizeLSTMFloatExact"])
+def test_tactics_match_reference(tactic_name):
+    """Both integer-GEMM tactics equal the float64 reference bit for bit; input size 600 makes float_exact cut the
+    X GEMM into chunks."""
+    from tensorforge.kernels import contrib_quant
+    for uint8, inp in ((False, 9), (True, 9), (False, 600), (True, 600)):
+        model, feeds = _dq_node_model(4, 3, inp, 5, uint8=uint8, peephole=True)
         inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in model.graph.initializer}
         node = model.graph.node[0]
         args = [torch.from_numpy(feeds["x"]) if n == "x" else (inits[n] if n else None) for n in node.input]
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         want = get_spec("DynamicQuantizeLSTM").reference(*args, **attrs)
         layer = type("L", (), {"attrs": attrs, "outputs": ["y", "y_h", "y_c"], "op": "DynamicQuantizeLSTM"})()
-        got = DynamicQuantizeLSTMIntMM.build(layer, {}, torch.device("cpu"))(args)
+        got = getattr(contrib_quant, tactic_name).build(layer, {}, torch.device("cpu"))(args)
         for g, w in zip(got, want):
             assert torch.equal(g, w)
 

@@ -1,7 +1,7 @@
 """com.microsoft QGemm against onnxruntime — exact for quantized outputs, rtol 1e-3 / atol 1e-4 for float ones: a
 Gemm model quantized by onnxruntime's quantize_static (QOperator format, per-tensor and per-channel weights),
-hand-built nodes for alpha / transA / transB / int32 C / float output / uint8 weights, the int_mm tactic against
-the op's own float64 reference, and a refusal with a reason."""
+hand-built nodes for alpha / transA / transB / int32 C / float output / uint8 weights, the int_mm and float_exact
+tactics against the op's own float64 reference, and a refusal with a reason."""
 
 import numpy as np
 import onnx
@@ -93,18 +93,22 @@ def test_qgemm_nodes(kw):
     check_against_ort(model, feeds)
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(b_type=U8, per_column=False, trans_a=1), dict(quantized_out=False)])
-def test_qgemm_int_mm_tactic_matches_reference(kw):
-    """The torch._int_mm tactic equals the float64 reference bit for bit (integers summed exactly both ways)."""
-    from tensorforge.kernels.contrib_quant import QGemmIntMM
-    model, feeds = _qgemm_model(9, 40, 11, **kw)
+@pytest.mark.parametrize("tactic_name", ["QGemmIntMM", "QGemmFloatExact"])
+@pytest.mark.parametrize("k,kw", [(40, dict()), (40, dict(b_type=U8, per_column=False, trans_a=1)),
+                                  (40, dict(quantized_out=False)), (1100, dict(quantized_out=False)),
+                                  (700, dict(b_type=U8, trans_b=1))])
+def test_qgemm_tactics_match_reference(tactic_name, k, kw):
+    """The torch._int_mm and float_exact tactics equal the float64 reference bit for bit (integers summed exactly
+    every way; K = 700 and 1100 make float_exact cut K into chunks)."""
+    from tensorforge.kernels import contrib_quant
+    model, feeds = _qgemm_model(9, k, 11, **kw)
     inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in model.graph.initializer}
     node = model.graph.node[0]
     args = [torch.from_numpy(feeds["a"]) if name == "a" else (inits[name] if name else None) for name in node.input]
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     want = get_spec("QGemm").reference(*args, **attrs)
     layer = type("L", (), {"attrs": attrs, "outputs": ["y"], "op": "QGemm"})()
-    got = QGemmIntMM.build(layer, {}, torch.device("cpu"))(args)[0]
+    got = getattr(contrib_quant, tactic_name).build(layer, {}, torch.device("cpu"))(args)[0]
     assert got.dtype == want.dtype and torch.equal(got, want)
 
 
@@ -113,3 +117,16 @@ def test_qgemm_refuses_half_quantized_output():
     del model.graph.node[0].input[-1]           # y_scale without y_zero_point
     with pytest.raises(UnsupportedOpError, match="y_scale / y_zero_point"):
         tfg.build(model.SerializeToString(), device="cpu")
+
+
+def test_float_exact_chunks_where_one_float32_gemm_would_round():
+    """Worst-case operands (every |a − za|·|b| at its maximum, K = 1100): one float32 GEMM leaves 2²⁴ and rounds,
+    the chunked float_exact sum does not."""
+    from tensorforge.kernels.contrib_quant import exact_chunk, float_exact_matmul
+    k = 1100
+    a_c = torch.full((3, k), 255.0)
+    b_c = torch.full((k, 2), 127.0)
+    want = a_c.double() @ b_c.double()                      # 35 623 500: beyond 2²⁴
+    assert not torch.equal(torch.matmul(a_c, b_c).double(), want)
+    assert exact_chunk(b_c) < k
+    assert torch.equal(float_exact_matmul(a_c, b_c, exact_chunk(b_c)), want)
