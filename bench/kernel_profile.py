@@ -20,7 +20,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
-def _kernel_table(fn, iters: int) -> dict:
+def kernel_table(fn, iters: int) -> dict:
+    """`fn` (a graph replay, or anything that launches kernels) run `iters` times under torch.profiler: kernels per
+    call, summed kernel µs, wall µs (CUDA events), their gap, and the 25 kernels with the most time. Also the
+    kernel profile of the precision rows (precision_case.py)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
     for _ in range(3):
@@ -68,7 +71,7 @@ def profile_case(name: str, batch: int, iters: int) -> dict:
     out = {"model": name, "batch": batch,
            "tactics": dict(Counter(f"{layer.op}:{layer.tactic}" for layer in engine.data.layers
                                    if layer.placement != "host")),
-           "tensorforge": _kernel_table(lambda: ctx.run(bound, copy_outputs=False), iters)}
+           "tensorforge": kernel_table(lambda: ctx.run(bound, copy_outputs=False), iters)}
     model = copy.deepcopy(module).cuda().half()
     xp = x.half() if x.is_floating_point() else x
     compiled = torch.compile(model)
@@ -78,7 +81,7 @@ def profile_case(name: str, batch: int, iters: int) -> dict:
             return compiled(xp)
     for _ in range(3):
         comp()
-    out["compile+graph"] = _kernel_table(capture(comp), iters)
+    out["compile+graph"] = kernel_table(capture(comp), iters)
     torch._dynamo.reset()
     return out
 

@@ -111,6 +111,16 @@ def _precision_table(rows: list[dict]) -> list[str]:
         lines.append(f"| {r['model']} | {r['batch']} | {r['precision']} | {_ms(r.get('runner'))} | "
                      f"{r.get('throughput_per_s')} | {r.get('speedup_vs_fp16') or '—'} | "
                      f"{summary(r.get('accuracy_vs_ort_fp32'))} | {_graph_cell(r)} | {trt} |")
+    profiled = [r for r in rows if r.get("kernel_profile")]
+    if profiled:
+        lines += ["", "Kernel profiles of these engines (their CUDA graph replayed under torch.profiler; µs per "
+                  "inference, launches per inference; the time each kernel name takes in all):", ""]
+    for r in profiled:
+        k = r["kernel_profile"]
+        lines.append(f"- {r['model']} b{r['batch']} {r['precision']}: wall {k['wall_us']} µs, kernels "
+                     f"{k['kernel_us']} µs ({k['kernels']:.0f} launches), gaps {k['gap_us']} µs; "
+                     + "; ".join(f"{t['us']:.1f} µs ×{t['per_inference']:.0f} `{t['kernel'][:60]}`"
+                                 for t in k["top"][:6]))
     return lines + [""]
 
 

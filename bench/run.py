@@ -157,11 +157,14 @@ def make_plan(args) -> list[dict]:
         missing = {p: precision_case.unsupported(p) for p in args.precision_list if p != "fp16"}
         nothing = all(missing.values())          # no precision beyond fp16 can be built: rows say so, cost ~0
         for m in models:
+            first = True                         # the model's first quantized build compiles its Triton variants
             for b in args.precision_batches_for(m):
                 for p in ["fp16"] + [x for x in args.precision_list if x != "fp16"]:
                     if p == "best" and b not in _ints(args.best_batches):
                         continue
-                    est = 0.5 if nothing else plan.precision_s(m, b, p, "fp16" in args.parts and b in args.batches_list)
+                    est = 0.5 if nothing else plan.precision_s(m, b, p, "fp16" in args.parts and b in args.batches_list,
+                                                               first_quantized=first and p != "fp16")
+                    first = first and p == "fp16"
                     cases.append({"kind": "precision", "model": m, "batch": b, "precision": p, "est": est})
     if "fp32" in args.parts:
         for m in models:
