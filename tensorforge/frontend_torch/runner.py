@@ -68,12 +68,17 @@ class EngineCall(torch.nn.Module):
         xs = [args[i] for i in self._positions]
         cache = ctx.graph_cache if ctx.graphs_enabled else None
         entry = None
-        if cache is not None:
-            entry = cache.get(tuple((n, tuple(x.shape), x.dtype) for n, x in zip(self._signature_names, xs)))
+        if cache is not None:     # torch.Size hashes and compares as the tuple in the runtime's signature_of
+            entry = cache.get(tuple([(n, x.shape, x.dtype) for n, x in zip(self._signature_names, xs)]))
         if entry is not None:
-            with CUDA_GATE.shared():
-                out = cache.replay(entry, dict(zip(self._signature_names, xs)))
+            feed = dict(zip(self._signature_names, xs))
+            if threading.active_count() == 1:      # no other thread exists that could be capturing meanwhile
+                out = cache.replay(entry, feed)
                 flat = [out[o].clone() for o in self.outputs]
+            else:
+                with CUDA_GATE.shared():
+                    out = cache.replay(entry, feed)
+                    flat = [out[o].clone() for o in self.outputs]
         else:
             with torch.no_grad():
                 out = ctx.run({n: x.detach() for n, x in zip(self._signature_names, xs)})

@@ -288,3 +288,29 @@ def test_a_plain_tensor_attribute_is_fed_not_baked_in():
         m.scale = torch.full((4,), -3.0)
         torch.testing.assert_close(f(x), m(x), **TOL)
     assert len(ft.last_report().built[0].data.input_names) == 2        # x and scale; weight, bias, shift constant
+
+
+def test_threads_get_their_own_contexts(fake_graphs):
+    import threading
+    backends, _ = fake_graphs
+    m, _ = _modules()["bert_like"]
+    _, report = _dynamo(m, torch.randn(2, 8, 64), dynamic=False)
+    call = report.calls[0]
+    results, contexts = {}, {}
+
+    def work(k):
+        torch.manual_seed(k)
+        xs = [torch.randn(2, 8, 64) for _ in range(4)]
+        with torch.no_grad():
+            results[k] = [(x, call(*[x if n in call.feeds else None for n in call.arg_names])) for x in xs]
+        contexts[k] = call.context()
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with torch.no_grad():
+        for k in range(2):
+            for x, y in results[k]:
+                torch.testing.assert_close(y[0], m(x), **TOL)
+    assert contexts[0] is not contexts[1] and contexts[0].device_weights is contexts[1].device_weights
