@@ -45,6 +45,8 @@ DEV = torch.device("cuda")
 N = 256 << 20                      # the bench's --gelu-elements
 ITERS, WARMUP = 50, 10             # the bench's defaults
 BUDGET_S = 80.0
+REPS = 256                         # copies of the 65536 float16 values in the accuracy input
+TAIL = 128                         # and a partial last tile (n stays a multiple of 16: the same compiled kernels)
 
 
 def sweep() -> list[dict]:
@@ -189,12 +191,12 @@ def main() -> int:
     print(f"INFO {torch.cuda.get_device_name()} torch {torch.__version__}; {N} float16 elements "
           f"({2 * N >> 20} MiB in, {2 * N >> 20} MiB out)", flush=True)
     two, one = chain(2), chain(1)
-    # accuracy input: every float16 value 256 times and a ragged tail of 123, so persistent configs loop
+    # accuracy input: every float16 value 256 times and a partial tile, so persistent configs loop
     all16 = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
-    acc = torch.cat([all16.repeat(256), all16[:123]]).to(DEV)
+    acc = torch.cat([all16.repeat(REPS), all16[:TAIL]]).to(DEV)
     e1 = exact(all16.numpy().astype(np.float64))
     want = {n: torch.from_numpy(w.astype(np.float16)).to(DEV) for n, w in ((1, e1), (2, exact(e1)))}
-    want = {n: torch.cat([w.repeat(256), w[:123]]) for n, w in want.items()}
+    want = {n: torch.cat([w.repeat(REPS), w[:TAIL]]) for n, w in want.items()}
     big = torch.randn(N, device=DEV, dtype=torch.float16)
     dst = torch.empty_like(big)
     cfgs = [c for c in sweep() if TritonPointwise.fits(two, c, [big]) is None]
@@ -204,13 +206,16 @@ def main() -> int:
     with compile_cache.for_build(fingerprint(DEV), workers=workers) as cache:
         t = time.perf_counter()
         kernels = {name(c): TritonPointwise.build(two, c, DEV) for c in cfgs}
-        jobs = []
-        for k in kernels.values():
-            jobs += compile_cache.discover(lambda: k([big])) + compile_cache.discover(lambda: k([acc]))
-        for c in cfgs[:2] + [c for c in cfgs if c.get("lean")][:1]:
-            k1 = TritonPointwise.build(one, c, DEV)
-            jobs += compile_cache.discover(lambda: k1([acc]))
-        ok = cache.pool.compile_all(jobs) if cache is not None and cache.pool is not None else 0
+        jobs, ok = [], 0
+        try:
+            for k in kernels.values():
+                jobs += compile_cache.discover(lambda: k([big]))
+            for c in cfgs[:1] + [c for c in cfgs if c.get("lean")][:1]:
+                k1 = TritonPointwise.build(one, c, DEV)
+                jobs += compile_cache.discover(lambda: k1([big]))
+            ok = cache.pool.compile_all(jobs) if cache is not None and cache.pool is not None else 0
+        except Exception as e:  # noqa: BLE001 - the launches below then compile in this process (slower, same kernels)
+            print(f"INFO parallel precompile unavailable ({type(e).__name__}: {e}); compiling in-process", flush=True)
         print(f"INFO compiled {ok}/{len(jobs)} kernels in {workers} workers, {time.perf_counter() - t:.1f} s "
               f"({len(cfgs)} configs)", flush=True)
 
@@ -245,7 +250,7 @@ def main() -> int:
         # the sweep, measured as the bench measures the engine
         results = {}
         for c in cfgs:
-            if time.perf_counter() - T0 > BUDGET_S - 25:
+            if c not in CONFIGS and time.perf_counter() - T0 > BUDGET_S - 25:     # the tactic configs come first
                 print(f"INFO time budget: {name(c)} and later configs not timed", flush=True)
                 break
             k = kernels[name(c)]

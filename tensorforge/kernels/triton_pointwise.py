@@ -94,6 +94,7 @@ def _kernel(layer, cfg, device):
     stages = {"num_stages": int(cfg["stages"])} if "stages" in cfg else {}
     per_sm = int(cfg.get("persist", 0))
     sms = _sm_count(device) if per_sm else 0
+    resident = {"per_sm": per_sm}         # lowered after the first real launch to what one SM holds at once
 
     def run(inputs):
         ins = [t if t.device == device else t.to(device) for t in inputs]
@@ -108,9 +109,12 @@ def _kernel(layer, cfg, device):
             flat_strides = [s for st in plan["strides"] for s in st]
             full = {f"FULL{i}": bool(f) for i, f in enumerate(plan["full"])}
             tiles = _cdiv(plan["n"], block)
-            grid = (min(tiles, per_sm * sms) if per_sm else tiles,)
-            fn[grid](*ins, *outs, plan["n"], *plan["sizes"][1:], *flat_strides, *lits, **full, **flags,
-                     NDIM=plan["ndim"], INT64=plan["int64"], BLOCK=block, num_warps=warps, **stages)
+            grid = (min(tiles, resident["per_sm"] * sms) if per_sm else tiles,)
+            compiled = fn[grid](*ins, *outs, plan["n"], *plan["sizes"][1:], *flat_strides, *lits, **full, **flags,
+                                NDIM=plan["ndim"], INT64=plan["int64"], BLOCK=block, num_warps=warps, **stages)
+            if per_sm and "checked" not in resident and getattr(compiled, "n_regs", 0):
+                resident["per_sm"] = _resident(compiled.n_regs, device, warps, per_sm)
+                resident["checked"] = True
         if perm is not None:
             inverse = sorted(range(len(perm)), key=perm.__getitem__)
             outs = [o.permute(inverse) for o in outs]
@@ -136,6 +140,17 @@ def _cdiv(a: int, b: int) -> int:
 def _sm_count(device: torch.device) -> int:
     """Programs of a persistent config are counted per SM; the interpreter (CPU) stands in for a 2-SM device."""
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 2
+
+
+def _resident(regs: int, device: torch.device, warps: int, per_sm: int) -> int:
+    """Programs of `warps` warps and `regs` registers per thread that one SM runs at once, at most `per_sm`: a
+    persistent grid larger than that would run its last programs as a second wave, after the first finished
+    all of their tiles (results are the same for any grid; only the time differs)."""
+    p = torch.cuda.get_device_properties(device)
+    by_threads = getattr(p, "max_threads_per_multi_processor", 2048) // (32 * warps)
+    regs_per_warp = -(-regs * 32 // 256) * 256            # allocated per warp in units of 256
+    by_regs = getattr(p, "regs_per_multiprocessor", 65536) // (regs_per_warp * warps)
+    return max(1, min(per_sm, by_threads, by_regs, 32))
 
 
 def _fits(layer, cfg, inputs) -> str | None:

@@ -170,3 +170,41 @@ def test_variant_switches_stay_out_of_the_plain_kernel():
     assert all(k in variant for k in ("LEAN: tl.constexpr", "PERSIST: tl.constexpr", "STREAM: tl.constexpr"))
     assert "HAS_LEAN = True" in src
     assert "HAS_LEAN = False" in generate_pointwise(gelu_chain(2, torch.float32, "float32"), [torch.float32], 1)
+
+
+class _Props:
+    max_threads_per_multi_processor, regs_per_multiprocessor = 2048, 65536
+
+
+@pytest.mark.parametrize("regs, warps, per_sm, want", [(32, 4, 16, 16), (40, 4, 16, 12), (33, 4, 16, 12),
+                                                       (32, 8, 16, 8), (64, 4, 8, 8), (128, 4, 8, 4)])
+def test_resident_programs_per_sm(monkeypatch, regs, warps, per_sm, want):
+    """Hand-computed: 2048 threads and 65536 registers per SM, registers allocated per warp in units of 256
+    (33 registers → 1280 per warp → 65536 / (1280·4) = 12 programs of 4 warps)."""
+    from tensorforge.kernels import triton_pointwise
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: _Props())
+    assert triton_pointwise._resident(regs, CPU, warps, per_sm) == want
+
+
+def test_persistent_grid_shrinks_to_what_fits_after_the_first_launch(monkeypatch):
+    """A compiled kernel reporting 40 registers: 16 programs of 4 warps do not fit on one SM, 12 do, so the
+    second launch (the one a CUDA graph captures) uses 12 per SM; both launches compute every element."""
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: _Props())
+    layer = gelu_chain(2)
+    module = generated.load_module(layer.attrs["kernel"])
+
+    class Compiled:
+        n_regs = 40
+
+    class Launch(_Recorder):
+        def __getitem__(self, grid):
+            launch = super().__getitem__(grid)
+            return lambda *a, **k: (launch(*a, **k), Compiled())[1]
+    rec = Launch(module["pointwise_kernel_variant"])
+    monkeypatch.setitem(module, "pointwise_kernel_variant", rec)
+    x = ALL[:40 * 512]
+    kernel = TritonPointwise.build(layer, {"BLOCK": 512, "warps": 4, "lean": 1, "persist": 16}, CPU)
+    first, second = kernel([x])[0].numpy(), kernel([x])[0].numpy()
+    assert rec.grids == [(32,), (24,)]                   # 16 · 2 interpreter SMs, then 12 · 2
+    want = exact_gelu(exact_gelu(x.numpy().astype(np.float64)))
+    assert ulps_off(first, want).max() <= 1 and (first == second).all()
