@@ -146,6 +146,8 @@ def test_dynamic_batch_gets_one_engine_with_a_profile():
             torch.testing.assert_close(f(x), m(x), **TOL)
     new = ft.reports()[before:]
     assert len(new) == 2                          # batch 2 (static, dynamo's first graph), then one dynamic engine
+    assert new[1].layer_ops() == new[0].layer_ops() and "Attention" in new[1].layer_ops()   # same fusions
+    assert len(new[1].built[0].data.input_names) == 1
     (profile,) = new[1].built[0].data.profiles
     ((mn, opt, mx),) = profile.values()
     assert (mn[0], opt[0], mx[0]) == (2, 3, 8) and mn[1:] == mx[1:] == (6, 32)   # min: dynamo's bound, max: 2·3 → 8
@@ -314,3 +316,18 @@ def test_threads_get_their_own_contexts(fake_graphs):
             for x, y in results[k]:
                 torch.testing.assert_close(y[0], m(x), **TOL)
     assert contexts[0] is not contexts[1] and contexts[0].device_weights is contexts[1].device_weights
+
+
+def test_mark_dynamic_bounds_become_the_profile():
+    m = _block()
+    torch._dynamo.reset()
+    f = torch.compile(m, backend="tensorforge")
+    x = torch.randn(4, 6, 32)
+    torch._dynamo.mark_dynamic(x, 0, min=2, max=48)
+    before = len(ft.reports())
+    with torch.no_grad():
+        for xi in (x, torch.randn(48, 6, 32), torch.randn(9, 6, 32)):
+            torch.testing.assert_close(f(xi), m(xi), **TOL)
+    (report,) = ft.reports()[before:]
+    ((mn, opt, mx),) = report.built[0].data.profiles[0].values()
+    assert (mn[0], opt[0], mx[0]) == (2, 4, 48)
