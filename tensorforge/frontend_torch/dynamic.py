@@ -148,10 +148,11 @@ def export_symbolic(gm: torch.fx.GraphModule, args, ranges: dict, dims: dict):
         else:
             keep.append(i)
     lowered = torch.fx.GraphModule(gm, graph)
+    examples = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
     dim_of = {sym: torch.export.Dim(f"d{k}", min=r[0], max=r[2]) for k, (sym, r) in enumerate(ranges.items())}
     spec = []
     for i in keep:
-        ev = gm.graph.find_nodes(op="placeholder")[i].meta.get("example_value")
+        ev = examples[i]
         if isinstance(ev, torch.Tensor):
             spec.append({d: dim_of[_sym(s)] for d, s in enumerate(ev.shape) if _sym(s) is not None} or None)
         else:
@@ -164,7 +165,7 @@ def export_symbolic(gm: torch.fx.GraphModule, args, ranges: dict, dims: dict):
     ep_phs = [n for n in ep.graph_module.graph.nodes if n.op == "placeholder"]
     users = [n for n, s in zip(ep_phs, ep.graph_signature.input_specs) if s.kind.name == "USER_INPUT"]
     for n, i in zip(users, keep):
-        ev = gm.graph.find_nodes(op="placeholder")[i].meta.get("example_value")
+        ev = examples[i]
         if isinstance(ev, torch.Tensor):
             for ours_d, theirs in zip(ev.shape, n.meta["val"].shape):
                 if _sym(ours_d) is not None and _sym(theirs) is not None:
