@@ -17,7 +17,9 @@
             valid steps, the rest stays in place), a finished entry's H row enters the step's quantization as 0
             when Y is an output (y_output = 1) and as its last state otherwise; Y is 0 past each length.
             onnxruntime splits the batch across threads for B ≥ 2 and quantizes H per chunk; this op quantizes the
-            whole batch at once (= onnxruntime with one intra-op thread, or B = 1).
+            whole batch at once (= onnxruntime with one intra-op thread, or B = 1). The float32 gate math agrees
+            with MLAS's (its logistic/tanh approximations, FMAs) to about an ulp, so an H value that lands that
+            close to a rounding boundary can take the other code and move later steps by ~one quantization step.
 Integer sums are exact in float64 (|Σ| < 2^53). Traffic: QGemm reads A, B once and writes Y; the LSTM reads X once,
 W and R once per step (R) / once (W), and writes Y, Y_h, Y_c.
 """
