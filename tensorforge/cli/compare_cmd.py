@@ -16,7 +16,7 @@ from ..util.errors import UsageError
 from ..util.fileio import atomic_write
 from ..util.log import Severity, get_logger
 
-RUNNERS = ("tensorforge, tensorforge-fp16, tensorforge-bf16, tensorforge-int8, tensorforge-fp8, tensorforge-best "
+RUNNERS = ("tensorforge, tensorforge-notf32, tensorforge-fp16, tensorforge-bf16, tensorforge-int8, tensorforge-fp8, tensorforge-best "
            "(calibrated on the compared inputs), onnxruntime, onnx-reference, engine")
 
 

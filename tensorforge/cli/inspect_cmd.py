@@ -13,6 +13,7 @@ import json
 from collections import Counter
 
 from ..api.trt.capability import capability_report
+from ..builder.tf32_report import tf32_state
 from ..builder.timing_cache import TimingCache
 from ..engine import from_bytes
 from ..engine.scales import format_scales, layer_scales, tensor_scales
@@ -112,6 +113,7 @@ def inspect_engine(path: str, data: bytes) -> dict:
             "build": e.build_info, "inputs": [io(t) for t in e.inputs], "outputs": [io(t) for t in e.outputs],
             "profiles": [{k: [list(s) for s in v] for k, v in p.items()} for p in e.profiles], "layers": layers,
             "plugins": e.plugins, "weights": {"constants": len(e.constants), "bytes": e.weight_bytes()},
+            "tf32": tf32_state(e),
             "generated_kernels": sorted({la.attrs["kernel"] for la in e.layers        # hashes; the source is
                                          if la.op == "PointwiseChain" and la.attrs.get("kernel")})}  # regenerated
 
@@ -122,6 +124,7 @@ def _engine_text(d: dict) -> list[str]:
              f"tensorforge {b.get('tensorforge_version', '?')}",
              f"built on {b.get('device', '?')} in {b.get('build_seconds', '?')} s; flags: "
              f"{', '.join(b.get('flags', [])) or 'none'}; optimization level {b.get('optimization_level', '?')}"]
+    lines.append(d["tf32"]["note"])
     lines += [f"input  {t['name']}: {t['dtype']}{_dims(t['shape'])}" for t in d["inputs"]]
     lines += [f"output {t['name']}: {t['dtype']}{_dims(t['shape'])}" for t in d["outputs"]]
     for i, prof in enumerate(d["profiles"]):

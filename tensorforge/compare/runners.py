@@ -1,6 +1,7 @@
 """Runners: one way each of computing a model's outputs from numpy feeds.
 
     TensorforgeRunner(model, precision="fp32"|"fp16"|"bf16")   parse → build (profile = the feeds' shapes) → run
+                                                               (fp32: TF32 on, as exec; runner tensorforge-notf32: off)
     EngineFileRunner("model.engine")                           a prebuilt engine file
     OnnxRuntimeRunner(model)                                   onnxruntime, CPU execution provider
     OnnxReferenceRunner(model)                                 onnx.reference.ReferenceEvaluator (slow, exact)
@@ -84,12 +85,12 @@ class TensorforgeRunner(Runner):
     supports_per_layer = True
 
     def __init__(self, model, precision: str = "fp32", device=None, per_layer: bool = False,
-                 optimization_level: int = 3, name: str | None = None):
+                 optimization_level: int = 3, name: str | None = None, tf32: bool = True):
         if precision not in PRECISIONS:
             raise UsageError(f"unknown precision {precision!r}", f"choose one of {', '.join(PRECISIONS)}")
         self.model = model if isinstance(model, onnx.ModelProto) else onnx.load_from_string(bytes(model))
         self.precision, self.device, self.per_layer = precision, device, per_layer
-        self.optimization_level = optimization_level
+        self.optimization_level, self.tf32 = optimization_level, tf32     # tf32: trtexec's default, as in exec
         self.name = name or ("tensorforge" if precision == "fp32" else f"tensorforge-{precision}")
         self.engine: Engine | None = None
         self._shapes = None
@@ -106,7 +107,7 @@ class TensorforgeRunner(Runner):
         for name in net.inputs:
             profile.set_shape(name, shapes[name], shapes[name], shapes[name])
         config = BuilderConfig(fp16=self.precision == "fp16", bf16=self.precision == "bf16", profiles=[profile],
-                               optimization_level=self.optimization_level,
+                               optimization_level=self.optimization_level, tf32=self.tf32,
                                device=str(self.device) if self.device is not None else None)
         if self.precision in ("int8", "fp8", "best"):     # calibrated on the inputs being compared (documented)
             from ..builder.calibration import configure
@@ -211,6 +212,8 @@ def make_runner(spec: str, model, per_layer: bool = False, device=None, engine_p
     """A runner from its command-line name: tensorforge[-fp16|-bf16], onnxruntime, onnx-reference, engine."""
     if spec in ("tensorforge", "tensorforge-fp32"):
         return TensorforgeRunner(model, "fp32", device, per_layer, optimization_level)
+    if spec == "tensorforge-notf32":          # fp32 with TF32 off: IEEE fp32 products (exec --noTF32)
+        return TensorforgeRunner(model, "fp32", device, per_layer, optimization_level, name=spec, tf32=False)
     if spec in ("tensorforge-fp16", "tensorforge-bf16", "tensorforge-int8", "tensorforge-fp8", "tensorforge-best"):
         return TensorforgeRunner(model, spec.rsplit("-", 1)[1], device, per_layer, optimization_level)
     if spec in ("onnxruntime", "ort"):
@@ -222,5 +225,5 @@ def make_runner(spec: str, model, per_layer: bool = False, device=None, engine_p
             raise UsageError("the engine runner needs an engine file", "give --engine model.engine")
         return EngineFileRunner(engine_path, device)
     raise UsageError(f"unknown runner {spec!r}",
-                     "choose from tensorforge, tensorforge-fp16, tensorforge-bf16, tensorforge-int8, tensorforge-fp8, "
-                     "tensorforge-best, onnxruntime, onnx-reference, engine")
+                     "choose from tensorforge, tensorforge-notf32, tensorforge-fp16, tensorforge-bf16, tensorforge-int8, "
+                     "tensorforge-fp8, tensorforge-best, onnxruntime, onnx-reference, engine")

@@ -18,7 +18,8 @@ from ..util.errors import ModelError, UsageError
 from ..util.fileio import read_bytes
 from .comparator import OutputComparison, compare_arrays, compare_outputs
 from .data import check_feeds, input_specs, make_feeds
-from .runners import Runner, TorchRunner, make_runner, node_outputs
+from ..builder.tf32_report import tf32_state
+from .runners import Runner, TensorforgeRunner, TorchRunner, make_runner, node_outputs
 
 
 @dataclass
@@ -167,6 +168,7 @@ def compare_model(model, runners=("onnxruntime", "tensorforge"), atol: float = 1
     report = ComparisonReport(label, atol, rtol, seed,
                               {k: f"{v.dtype}[{','.join(map(str, v.shape))}]" for k, v in feeds.items()},
                               names, seconds, pairs, feeds=feeds)
+    report.notes += _tf32_notes(objs, results, graph_outputs)
     if per_layer:
         produced = node_outputs(proto)
         for r in objs:
@@ -180,6 +182,28 @@ def compare_model(model, runners=("onnxruntime", "tensorforge"), atol: float = 1
                 report.per_layer.append(_per_layer(r, ref.name, results[r.name], results[ref.name], produced,
                                                    atol, rtol))
     return report
+
+
+def _tf32_notes(objs: list, results: dict, outputs: list[str]) -> list[str]:
+    """What TF32 did: each fp32 tensorforge runner whose engine runs matmul/conv layers in TF32 says so, and when
+    a TF32-off runner (tensorforge-notf32) ran beside it, the largest difference between the two per output."""
+    fp32 = [r for r in objs if isinstance(r, TensorforgeRunner) and r.precision == "fp32" and r.engine is not None]
+    notes = []
+    on = [r for r in fp32 if tf32_state(r.engine.data)["applies"]]
+    off = [r for r in fp32 if not r.tf32]
+    for r in on:
+        notes.append(f"runner {r.name}: {tf32_state(r.engine.data)['note']}"
+                     + ("" if off else "; add the runner tensorforge-notf32 to see its effect"))
+        for o in off:
+            diffs = []
+            for name in outputs:
+                a, b = results[r.name].get(name), results[o.name].get(name)
+                if a is not None and b is not None and np.shape(a) == np.shape(b):
+                    d = float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)), initial=0.0))
+                    m = float(np.max(np.abs(np.asarray(b, np.float64)), initial=0.0))
+                    diffs.append(f"{name} max |Δ| {d:.3g} ({d / m if m else 0.0:.2g} of its max)")
+            notes.append(f"TF32 on ({r.name}) vs off ({o.name}): " + ("; ".join(diffs) or "no common outputs"))
+    return notes
 
 
 def _per_layer(runner: Runner, ref_name: str, got: dict, want: dict, produced: dict, atol, rtol) -> PerLayer:
