@@ -122,9 +122,10 @@ def tensorforge_backend(gm: torch.fx.GraphModule, example_inputs, options: dict 
             get_logger().info("tensorforge: min/opt/max_shapes apply to graphs dynamo makes dynamic; this one is "
                               "static (pass dynamic=True to torch.compile, or torch._dynamo.mark_dynamic)")
         return _lower(gm, example_inputs, options, state)
+    def lower(args, ranges, dims):
+        return _lower(gm, args, options, state, ranges, dims)
     try:
-        return dynamic.DynamicGraph(gm, example_inputs, options, shapes, state,
-                                    lambda *a: _lower(gm, a[0], options, state, *a[1:]))
+        return dynamic.DynamicGraph(gm, example_inputs, options, shapes, state, lower)
     except dynamic.NotSymbolic as e:
         reason = str(e)
     except UsageError:
