@@ -17,6 +17,7 @@ Untimed CPU builds choose it for 4-D float32 inputs (priority above torch_conv, 
 fits); timed builds time it against torch_conv on the strides the producers really emit.
 """
 
+import functools
 import threading
 
 import torch
@@ -55,13 +56,22 @@ def _fits(layer, cfg, inputs):
     return None
 
 
-def _geometry(attrs: dict, x: torch.Tensor, w: torch.Tensor):
-    """(output sizes, begin pads, end pads, strides, dilations, groups) of ONNX Conv attributes for these shapes."""
-    kernel = list(w.shape[2:])
-    strides, dilations = per_dim(attrs.get("strides"), 2, 1), per_dim(attrs.get("dilations"), 2, 1)
-    out, begin, end, _ = window_geometry(list(x.shape[2:]), kernel, strides, dilations, attrs.get("pads"),
-                                         attrs.get("auto_pad", "NOTSET"))
-    return out, begin, end, strides, dilations, int(attrs.get("group", 1) or 1)
+def static_geometry(attrs: dict) -> tuple:
+    """The layer's Conv attributes as one hashable tuple, made once per kernel."""
+    pads = attrs.get("pads")
+    return (tuple(per_dim(attrs.get("strides"), 2, 1)), tuple(per_dim(attrs.get("dilations"), 2, 1)),
+            tuple(int(p) for p in pads) if pads else None, attrs.get("auto_pad", "NOTSET"),
+            int(attrs.get("group", 1) or 1))
+
+
+@functools.lru_cache(maxsize=4096)
+def _geometry(static: tuple, in_sizes: tuple, kernel: tuple):
+    """(output sizes, begin pads, end pads, strides, dilations, groups) for these spatial sizes: ONNX's window
+    arithmetic, computed once per (attributes, input size, kernel size)."""
+    strides, dilations, pads, auto_pad, groups = static
+    out, begin, end, _ = window_geometry(list(in_sizes), list(kernel), list(strides), list(dilations),
+                                         list(pads) if pads else None, auto_pad)
+    return tuple(out), list(begin), list(end), list(strides), list(dilations), groups
 
 
 def packed_weight(w: torch.Tensor, pads, strides, dilations, groups, input_size) -> torch.Tensor:
@@ -86,10 +96,10 @@ def packed_weight(w: torch.Tensor, pads, strides, dilations, groups, input_size)
         return per[key]
 
 
-def conv_nhwc(x, w, bias, attrs, post=("none", [], ""), residual=None):
+def conv_nhwc(x, w, bias, static, post=("none", [], ""), residual=None):
     """post(conv(x, w) + bias [+ residual]) in one oneDNN call, x made channels-last; y channels-last.
     `residual`, when given, has y's shape exactly (the caller checks: `fusable_residual`)."""
-    _, begin, end, strides, dilations, groups = _geometry(attrs, x, w)
+    _, begin, end, strides, dilations, groups = _geometry(static, x.shape[2:], w.shape[2:])
     if begin != end:                  # asymmetric padding: one padded copy first (as the reference does)
         x = torch.nn.functional.pad(x, torch_pad_arg(begin, end))
         begin = [0, 0]
@@ -108,11 +118,11 @@ def conv_nhwc(x, w, bias, attrs, post=("none", [], ""), residual=None):
                                                    algorithm or None)
 
 
-def fusable_residual(attrs, x, w, residual) -> bool:
+def fusable_residual(static, x, w, residual) -> bool:
     """Whether `residual` has the convolution output's shape exactly (oneDNN's binary post-op does not broadcast)."""
     if residual is None or residual.dim() != 4:
         return False
-    out = _geometry(attrs, x, w)[0]
+    out = _geometry(static, x.shape[2:], w.shape[2:])[0]
     return tuple(residual.shape) == (x.shape[0], w.shape[0], *out)
 
 
@@ -120,8 +130,8 @@ def _fused_runner(layer):
     """run(inputs) -> y of a FusedConv layer, with as much of the epilogue in the oneDNN call as its post-ops take:
     an activation alone; a residual added before ReLU (or with no activation); else the residual fused and the
     activation in place, or the activation fused and the residual added after it."""
-    attrs = dict(layer.attrs)
-    act, alpha, beta, res_first = epilogue_attrs(attrs)
+    act, alpha, beta, res_first = epilogue_attrs(layer.attrs)
+    attrs = static_geometry(layer.attrs)
     post = _post_op(act, alpha, beta) if act != "PRelu" else None
     none = ("none", [], "")
 
@@ -159,7 +169,7 @@ class ConvOneDnn:
 
     @staticmethod
     def build(layer, cfg, device):
-        attrs = dict(layer.attrs)
+        attrs = static_geometry(layer.attrs)
 
         def run(inputs):
             x, w = inputs[0], inputs[1]
