@@ -30,8 +30,24 @@ from tensorforge.kernels.registry import candidates  # noqa: E402
 DEV = torch.device("cuda")
 
 
+def events_ms(fn, reps=30) -> float:
+    """Median CUDA-event time of one call of `fn` after 3 warm-up calls (for callables that replay a graph)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return sorted(times)[len(times) // 2]
+
+
 def graph_ms(fn, reps=20) -> float:
-    """Median time of one call of `fn` captured in a CUDA graph (falls back to eager timing, marked '*')."""
+    """Median time of one call of `fn` captured in a CUDA graph: no host launch cost in the number."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -42,32 +58,7 @@ def graph_ms(fn, reps=20) -> float:
         fn()
         with torch.cuda.graph(g, stream=s):
             fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
-
-
-def events_ms(fn, reps=30) -> float:
-    """Median CUDA-event time of one call of `fn` (for callables that replay their own CUDA graph)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
+    return events_ms(g.replay, reps)
 
 
 def q8(shape):
