@@ -160,8 +160,9 @@ def bench(name, model, shape):
         check(f"{name} onnx-path", e < 2e-2, f"rel_err={e:.2e}")
         t_onnx = timed(onnx_engine, x)
         diagnose(name, report, onnx_engine)
-        print(f"GRAPHS {name}: backend {graph_state(getattr(call._local, 'ctx', None))}; "
-              f"onnx-path {graph_state(onnx_engine.context)}", flush=True)
+        ctx = getattr(call._local, "ctx", None)
+        print(f"GRAPHS {name}: backend {graph_state(ctx)}; onnx-path {graph_state(onnx_engine.context)}", flush=True)
+        check(f"{name} backend-cuda-graph", ctx is not None and ctx.graphs_enabled, graph_state(ctx))
         half, xh = model.half(), x.half()
         torch._dynamo.reset()
         ind = torch.compile(half, mode="reduce-overhead", dynamic=False)
