@@ -5,8 +5,10 @@ already loaded and widened (float16/bfloat16 → float32); `need` collects the f
 (codegen/fastmath.py). Semantics follow each op's torch reference, NaN propagation included (Max/Min/Relu/
 Clip keep NaN as torch does). Exceptions, documented: Exp/Log/Sin/Cos/Sqrt use Triton's fast versions on
 GPU (≤ 2 ulp); Gelu uses the branch-free erf of fastmath.py (grade "f32" unless every chain output is a
-half type, then "lo"); Softplus is log(1 + eˣ) below 20 (torch: log1p), Elu/Selu/Celu use eˣ − 1 (torch:
-expm1) — all within 1e-7 absolute of torch in float32.
+half type, then "lo"; "lo16" when all are float16: only then can the lean degree-5 variant be switched on,
+being fitted to float16's half-ulp — in bfloat16 it would be 8 ulp off near |x| = 6, degree 6 is 2);
+Softplus is log(1 + eˣ) below 20 (torch: log1p), Elu/Selu/Celu use eˣ − 1 (torch: expm1) — all within 1e-7
+absolute of torch in float32.
 """
 
 import torch
@@ -68,8 +70,11 @@ def _gelu(a, attrs, dts, need, grade):
         return f"gelu_tanh({a})"
     if dts[0] == torch.float64:
         return f"({a} * 0.5 * (1.0 + tl.erf({a} * 0.7071067811865476)))"
+    if grade.startswith("lo"):          # "lo16": float16 outputs only, where the lean switch may apply
+        need.add("gelu_erf_lo")
+        return f"gelu_erf_lo({a}, {'LEAN' if grade == 'lo16' else 'False'})"
     need.add(f"gelu_erf_{grade}")
-    return f"gelu_erf_lo({a}, LEAN)" if grade == "lo" else f"gelu_erf_{grade}({a})"
+    return f"gelu_erf_{grade}({a})"
 
 
 def _is_inf(a, attrs):

@@ -208,3 +208,20 @@ def test_persistent_grid_shrinks_to_what_fits_after_the_first_launch(monkeypatch
     assert rec.grids == [(32,), (24,)]                   # 16 · 2 interpreter SMs, then 12 · 2
     want = exact_gelu(exact_gelu(x.numpy().astype(np.float64)))
     assert ulps_off(first, want).max() <= 1 and (first == second).all()
+
+
+def test_lean_never_applies_to_bfloat16_chains():
+    """The lean polynomial is fitted to float16's half-ulp: a bfloat16 GELU chain keeps degree 6 whatever the
+    config says (the switch is not wired in), and `fits` does not offer lean for it."""
+    layer = gelu_chain(2, torch.bfloat16, "bfloat16")
+    src = generated._SOURCES[layer.attrs["kernel"]]
+    assert "gelu_erf_lo(x0, False)" in src and "HAS_LEAN = False" in src
+    assert TritonPointwise.fits(layer, {"BLOCK": 2048, "warps": 4, "lean": 1},
+                                [torch.empty(1 << 20, dtype=torch.bfloat16)]) is not None
+    x = torch.linspace(-6, 6, 4097).to(torch.bfloat16)
+    plain = TritonPointwise.build(layer, {"BLOCK": 1024, "warps": 4}, CPU)([x])[0]
+    forced = TritonPointwise.build(layer, {"BLOCK": 1024, "warps": 4, "lean": 1}, CPU)([x])[0]
+    assert torch.equal(plain.view(torch.int16), forced.view(torch.int16))
+    want = closed_gelu64(closed_gelu64(x.double()))
+    # within one bfloat16 ulp (≤ 2^-7·|y|; the interpreter's float32 → bfloat16 store truncates)
+    assert float(((plain.double() - want).abs() - 2 ** -7 * want.abs()).max()) <= 1e-6
