@@ -71,7 +71,7 @@ class EngineCall(torch.nn.Module):
         if cache is not None:     # torch.Size hashes and compares as the tuple in the runtime's signature_of
             entry = cache.get(tuple([(n, x.shape, x.dtype) for n, x in zip(self._signature_names, xs)]))
         if entry is not None:
-            feed = dict(zip(self._signature_names, xs))
+            feed = {n: x.detach() if x.requires_grad else x for n, x in zip(self._signature_names, xs)}
             if threading.active_count() == 1:      # no other thread exists that could be capturing meanwhile
                 out = cache.replay(entry, feed)
                 flat = [out[o].clone() for o in self.outputs]
