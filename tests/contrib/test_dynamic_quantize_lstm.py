@@ -6,6 +6,8 @@ int_mm and float_exact tactics against the float64 reference, and refusals with 
 onnxruntime splits a batch of B ≥ 2 across its intra-op threads and quantizes H per chunk; the op quantizes the
 whole batch (= onnxruntime with one thread), so batched cases compare with a one-thread session."""
 
+import sys
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -194,3 +196,19 @@ def test_crnn_quantized_by_quantize_dynamic(tmp_path):
     q = onnx.load(dst)
     assert "DynamicQuantizeLSTM" in {n.op_type for n in q.graph.node}
     _check(q, {"x": np.random.default_rng(1).normal(size=(1, 1, 4, 12)).astype(np.float32)})
+
+
+def test_long_sequence_stays_on_onnxruntimes_codes(tmp_path, monkeypatch):
+    """A 20-step, batch-8, hidden-64 bidirectional LSTM whose H lands near a rounding boundary at step 6: with
+    torch's sigmoid/tanh (an ulp off MLAS's) one 8-bit code flips and later steps move by ~8e-3; with MLAS's
+    rational approximations the result stays within float32 rounding of onnxruntime's."""
+    monkeypatch.setattr(sys.modules[__name__], "RNG", np.random.default_rng(106))
+    src, dst = tmp_path / "lstm.onnx", tmp_path / "lstm_q.onnx"
+    onnx.save(_lstm_model(20, 8, 32, 64, "bidirectional"), src)
+    quantization.quantize_dynamic(str(src), str(dst), weight_type=quantization.QuantType.QInt8)
+    model = dst.read_bytes()
+    feeds = _feeds(20, 8, 32, 64, 2, False)
+    want = _ort(model, feeds)
+    got = tfg.build(model, device="cpu").run(dict(feeds))
+    for name, w in want.items():
+        assert float(np.abs(np.asarray(got[name]) - w).max()) <= 1e-6, name

@@ -11,15 +11,14 @@
               zp = round_half_even(−min/scale) in [0, 255],
               q = sat(round_half_even(v / scale) + zp)
               G_x = float32(Σ (xq − zx)(W − w_zp)) · float32(sx · w_scale[n]),  the same for H with R
-              then the gates of ONNX LSTM on G_x + G_h + (Wb + Rb), peepholes, clip, input_forget.
+              then the gates of ONNX LSTM on G_x + G_h + (Wb + Rb), peepholes, clip, input_forget, with Sigmoid and
+            Tanh as MLAS computes them (Eigen's rational approximations with FMAs: `mlas_logistic`, `mlas_tanh`).
             W (D, I, 4H) and R (D, H, 4H) are int8 (zero point 0) or uint8, scales/zero points (D,) or (D, 4H).
             sequence_lens: X's scale covers its first max(lens) steps (the reverse direction reverses each entry's
             valid steps, the rest stays in place), a finished entry's H row enters the step's quantization as 0
             when Y is an output (y_output = 1) and as its last state otherwise; Y is 0 past each length.
             onnxruntime splits the batch across threads for B ≥ 2 and quantizes H per chunk; this op quantizes the
-            whole batch at once (= onnxruntime with one intra-op thread, or B = 1). The float32 gate math agrees
-            with MLAS's (its logistic/tanh approximations, FMAs) to about an ulp, so an H value that lands that
-            close to a rounding boundary can take the other code and move later steps by ~one quantization step.
+            whole batch at once (= onnxruntime with one intra-op thread, or B = 1).
 Integer sums are exact in float64 (|Σ| < 2^53). Traffic: QGemm reads A, B once and writes Y; the LSTM reads X once,
 W and R once per step (R) / once (W), and writes Y, Y_h, Y_c.
 """
@@ -148,6 +147,58 @@ def _reverse_within(x, lens):
     return x.gather(0, src.reshape(*src.shape, *([1] * (x.dim() - 2))).expand(x.shape))
 
 
+# onnxruntime's LSTM gates use MLAS's logistic and tanh: Eigen's rational approximations p(x)/q(x) on a clamped
+# range, evaluated with fused multiply-adds (its FMA3/AVX-512/NEON kernels). Torch's sigmoid/tanh differ from them by
+# about an ulp, enough to flip a later H quantization; these reproduce them (an FMA is exact in float64, then one
+# rounding to float32).
+_LOGISTIC = (-18.0, 18.0, (4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05, 8.51377133304701e-03,
+                           2.48287947061529e-01),
+             (6.10247389755681e-13, 5.76102136993427e-09, 6.29106785017040e-06, 1.70198817374094e-03,
+              1.16817656904453e-01, 9.93151921023180e-01))
+_TANH = (-9.0, 9.0, (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
+                     1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03),
+         (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03))
+
+
+def _fma(a, b, c):
+    """float32 a·b + c with one rounding (the product of two float32 is exact in float64)."""
+    return (a.double() * b.double() + c).float()
+
+
+def _rational(x, table):
+    lo, hi, alphas, betas = table
+    v = x.float().clamp(lo, hi)
+    v2 = v * v
+    f32 = [float(torch.tensor(c, dtype=torch.float32)) for c in alphas + betas]     # the float32 constants
+    a, b = f32[:len(alphas)], f32[len(alphas):]
+    p = _fma(v2, torch.full((), a[0], device=v.device), a[1])
+    for c in a[2:]:
+        p = _fma(p, v2, c)
+    q = _fma(v2, torch.full((), b[0], device=v.device), b[1])
+    for c in b[2:]:
+        q = _fma(q, v2, c)
+    return (p * v) / q
+
+
+def mlas_logistic(x):
+    return (_rational(x, _LOGISTIC) + 0.5).clamp(0.0, 1.0)
+
+
+def mlas_tanh(x):
+    return _rational(x, _TANH).clamp(-1.0, 1.0)
+
+
+def _ort_activations(attrs: dict, dirs: int):
+    """Per direction (f, g, h) as onnxruntime computes them: MLAS's logistic/tanh for Sigmoid/Tanh."""
+    fns = _activations(attrs.get("activations"), attrs.get("activation_alpha"), attrs.get("activation_beta"), 3,
+                       dirs, ["Sigmoid", "Tanh", "Tanh"])
+    names = [n.lower() for n in (attrs.get("activations") or ["Sigmoid", "Tanh", "Tanh"] * dirs)]
+    if len(names) == 3 and dirs == 2:
+        names = names * 2
+    exact = {"sigmoid": mlas_logistic, "tanh": mlas_tanh}
+    return [[exact.get(names[3 * d + i], fn) for i, fn in enumerate(fns[d])] for d in range(dirs)]
+
+
 def _per_dir(t, d, n):
     """Direction d's scale or zero point: () per tensor, (n,) per channel (from (D,) or (D, n))."""
     return t[d].reshape(-1) if t.dim() == 2 else t[d].reshape(())
@@ -162,8 +213,7 @@ def run_dynamic_quantize_lstm(inputs: list, attrs: dict, imatmul=exact_int_matmu
     x, w, r, b, seq_lens, h0s, c0s, p, w_scale, w_zp, r_scale, r_zp = (list(inputs) + [None] * 12)[:12]
     direction = attrs.get("direction", "forward")
     dirs = 2 if direction == "bidirectional" else 1
-    acts = _activations(attrs.get("activations"), attrs.get("activation_alpha"), attrs.get("activation_beta"), 3,
-                        dirs, ["Sigmoid", "Tanh", "Tanh"])
+    acts = _ort_activations(attrs, dirs)
     batch, hd = x.shape[1], r.shape[1]
     lens = seq_lens.to(x.device).to(torch.int64).reshape(-1) if seq_lens is not None else None
     xf = x.float()
