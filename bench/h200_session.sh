@@ -1,10 +1,10 @@
 #!/bin/bash
 # The runs of record on the H200, as two device commands of < 10 minutes each (bench/README.md "Runs of record").
-#   bash bench/h200_session.sh A "<label>"   fp16 rows of the four CNNs + the GELU case + their build costs; the
-#                                            torch.compile-backend smoke
-#   bash bench/h200_session.sh B "<label>"   fp16 rows of the three transformers (merged with A's file, which this
+#   bash bench/h200_session.sh A "<label>"   fp16 rows of the four CNNs and ViT + the GELU case + build costs
+#   bash bench/h200_session.sh B "<label>"   fp16 rows of BERT and GPT-2 (merged with A's file, which this
 #                                            command finds in bench/results/), precision rows (resnet50 INT8 b32 and
 #                                            b256; BERT INT8/FP8 b1 and b32, `best` b1), the dynamic-shape rows
+#   bash bench/h200_session.sh C "<label>" S  the torch.compile-backend smoke in S seconds (what the budget leaves)
 # Each step gets the seconds left of a 570 s allowance as its --budget-s, so the command ends in time whatever the
 # estimates' error; what does not fit is listed under "Not run" in the results. Writes everything under $OUT.
 set -u
@@ -17,18 +17,21 @@ smoke() { local name=$1 t=$2; [ "$(left)" -gt "$(( t + 10 ))" ] || { echo "smoke
           timeout "$t" python3 "bench/gpu_smoke/$name.py" > "$OUT/smoke-$name.txt" 2>&1; echo "smoke $name rc=$?"; }
 case "$1" in
   A)
-    bench --part fp16 --models resnet50,mobilenet_v3_large,efficientnet_b0,convnext_tiny
-    smoke torch_compile_backend 100
+    bench --part fp16 --models resnet50,mobilenet_v3_large,efficientnet_b0,convnext_tiny,vit_b_16
     ;;
   B)
     cp bench/results/nvidia-h200.json "$OUT/"
-    bench --part fp16 --skip gelu --models vit_b_16,bert_base_seq128,gpt2_seq128 --append
+    bench --part fp16 --skip gelu --models bert_base_seq128,gpt2_seq128 --append
     bench --part precision --models resnet50 --precisions int8 --precision-batches 32 \
           --precision-extra resnet50:256 --append
     bench --part precision --models bert_base_seq128 --precisions int8,fp8,best --precision-batches 1,32 \
           --precision-extra "" --best-batches 1 --append
     bench --part dynamic --models resnet50,bert_base_seq128 --append
     ;;
-  *) echo "usage: bash bench/h200_session.sh A|B LABEL" >&2; exit 2 ;;
+  C)  # what the budget leaves after A and B: the torch.compile-backend smoke (≈ 2–3 min)
+    LIMIT=${3:-170}
+    smoke torch_compile_backend $(( LIMIT - 15 ))
+    ;;
+  *) echo "usage: bash bench/h200_session.sh A|B|C LABEL [seconds]" >&2; exit 2 ;;
 esac
 echo "command $1 done in ${SECONDS} s"
