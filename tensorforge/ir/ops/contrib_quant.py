@@ -111,17 +111,22 @@ def _direction(x, lens, w, r, bias, h, c, p, ws, wz, rs, rz, acts, clip, input_f
     pi, po, pf = p.split(hd) if p is not None else (None, None, None)
     cl = (lambda t: t.clamp(-clip, clip)) if clip is not None else (lambda t: t)
     zero = torch.zeros((), device=x.device)
+    together = p is None and not input_forget       # i, o, f (contiguous in ONNX's gate order) in one call of f
     ys = []
     for t in range(run):
         h_in = h
         if lens is not None and zero_done and t > 0:
             h_in = torch.where((t - 1 < lens).reshape(-1, 1), h, zero)
         pre = gx[t] + lstm_quantized_gemm(h_in, r, rs, rz, imatmul)
-        gi, go, gf, gc = pre.split(hd, dim=1)
-        i = f(cl(gi + (pi * c if pi is not None else 0) + bi))
-        fg = 1 - i if input_forget else f(cl(gf + (pf * c if pf is not None else 0) + bf))
-        c_new = fg * c + i * g(cl(gc + bc))
-        o = f(cl(go + (po * c_new if po is not None else 0) + bo))
+        if together:
+            i, o, fg = f(cl(pre[:, :3 * hd] + b[:3 * hd])).split(hd, dim=1)
+            c_new = fg * c + i * g(cl(pre[:, 3 * hd:] + bc))
+        else:
+            gi, go, gf, gc = pre.split(hd, dim=1)
+            i = f(cl(gi + (pi * c if pi is not None else 0) + bi))
+            fg = 1 - i if input_forget else f(cl(gf + (pf * c if pf is not None else 0) + bf))
+            c_new = fg * c + i * g(cl(gc + bc))
+            o = f(cl(go + (po * c_new if po is not None else 0) + bo))
         h_new = o * hfn(c_new)
         if lens is None:
             h, c = h_new, c_new
@@ -160,24 +165,28 @@ _TANH = (-9.0, 9.0, (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213
          (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03))
 
 
-def _fma(a, b, c):
-    """float32 a·b + c with one rounding (the product of two float32 is exact in float64)."""
-    return (a.double() * b.double() + c).float()
+def _as_f32(values):
+    return [float(torch.tensor(c, dtype=torch.float32)) for c in values]      # the constants as MLAS stores them
+
+
+_LOGISTIC = (*_LOGISTIC[:2], _as_f32(_LOGISTIC[2]), _as_f32(_LOGISTIC[3]))
+_TANH = (*_TANH[:2], _as_f32(_TANH[2]), _as_f32(_TANH[3]))
+
+
+def _horner(v2d, coeffs):
+    """Horner's rule with one float32 rounding per step, as a chain of FMAs (float32 operands multiply exactly in
+    float64; the sum then rounds once): ((c0·v² + c1)·v² + c2)…"""
+    acc = (v2d * coeffs[0] + coeffs[1]).float()
+    for c in coeffs[2:]:
+        acc = (acc * v2d + c).float()
+    return acc
 
 
 def _rational(x, table):
     lo, hi, alphas, betas = table
     v = x.float().clamp(lo, hi)
-    v2 = v * v
-    f32 = [float(torch.tensor(c, dtype=torch.float32)) for c in alphas + betas]     # the float32 constants
-    a, b = f32[:len(alphas)], f32[len(alphas):]
-    p = _fma(v2, torch.full((), a[0], device=v.device), a[1])
-    for c in a[2:]:
-        p = _fma(p, v2, c)
-    q = _fma(v2, torch.full((), b[0], device=v.device), b[1])
-    for c in b[2:]:
-        q = _fma(q, v2, c)
-    return (p * v) / q
+    v2d = (v * v).double()
+    return (_horner(v2d, alphas) * v) / _horner(v2d, betas)
 
 
 def mlas_logistic(x):
