@@ -95,8 +95,8 @@ class DynamicQuantizeLSTMIntMM:
 
 # ---- float_exact: the same integer sums as float32 GEMMs (oneDNN/MKL on the CPU, cuBLAS on CUDA) -----------------
 # A centred 8-bit operand lies in [−255, 255], exact in float32, TF32 and bfloat16; a float32-accumulated sum of
-# products stays an exact integer while Σ|a·b| < 2²⁴, so K is cut into chunks of ⌊2²⁴ / (255·max|b|)⌋ (≥ 258; 514
-# for int8 weights) and the exact chunk results are added in float64.
+# products stays an exact integer while Σ|a·b| < 2²⁴, so K is cut into chunks of ⌊2²⁴ / (255·max|b|)⌋
+# (≥ 258; 514 for int8 weights) and the exact chunk results are added in float64.
 
 def exact_chunk(b_centered: torch.Tensor) -> int:
     """The longest K-chunk whose float32 sums are exact for these centred weights (|a − za| ≤ 255)."""

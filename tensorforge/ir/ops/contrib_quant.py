@@ -11,8 +11,8 @@
               zp = round_half_even(−min/scale) in [0, 255],
               q = sat(round_half_even(v / scale) + zp)
               G_x = float32(Σ (xq − zx)(W − w_zp)) · float32(sx · w_scale[n]),  the same for H with R
-              then the gates of ONNX LSTM on G_x + G_h + (Wb + Rb), peepholes, clip, input_forget, with Sigmoid and
-            Tanh as MLAS computes them (Eigen's rational approximations with FMAs: `mlas_logistic`, `mlas_tanh`).
+              then the gates of ONNX LSTM on G_x + G_h + (Wb + Rb), peepholes, clip, input_forget, with Sigmoid
+              and Tanh as MLAS computes them (Eigen's rational approximations with FMAs: `mlas_logistic`, `mlas_tanh`).
             W (D, I, 4H) and R (D, H, 4H) are int8 (zero point 0) or uint8, scales/zero points (D,) or (D, 4H).
             sequence_lens: X's scale covers its first max(lens) steps (the reverse direction reverses each entry's
             valid steps, the rest stays in place), a finished entry's H row enters the step's quantization as 0
@@ -144,7 +144,8 @@ def _direction(x, lens, w, r, bias, h, c, p, ws, wz, rs, rz, acts, clip, input_f
 
 
 def _reverse_within(x, lens):
-    """x (S, B, …) with each entry's first lens[b] steps reversed, the rest in place (onnxruntime's ReverseSequence)."""
+    """x (S, B, …) with each entry's first lens[b] steps reversed, the rest in place (as onnxruntime's
+    ReverseSequence)."""
     if lens is None:
         return x.flip(0)
     t = torch.arange(x.shape[0], device=x.device).reshape(-1, 1)
