@@ -202,7 +202,7 @@ def main() -> int:
     cfgs = [c for c in sweep() if TritonPointwise.fits(two, c, [big]) is None]
 
     # compile every config for both specialisations in worker processes (the builder's pool), then run from cache
-    workers = min(16, os.cpu_count() or 4)
+    workers = min(12, os.cpu_count() or 4)
     with compile_cache.for_build(fingerprint(DEV), workers=workers) as cache:
         t = time.perf_counter()
         kernels = {name(c): TritonPointwise.build(two, c, DEV) for c in cfgs}
@@ -219,8 +219,13 @@ def main() -> int:
         print(f"INFO compiled {ok}/{len(jobs)} kernels in {workers} workers, {time.perf_counter() - t:.1f} s "
               f"({len(cfgs)} configs)", flush=True)
 
-        # accuracy: every config, all float16 inputs
+        # accuracy: every config, all float16 inputs (a config not checked here is not timed either)
+        checked = []
         for c in cfgs:
+            if c not in CONFIGS and time.perf_counter() - T0 > BUDGET_S - 40:
+                print(f"INFO time budget: {name(c)} not checked or timed", flush=True)
+                continue
+            checked.append(c)
             got = kernels[name(c)]([acc])[0]
             worst, share, nan_bad = ulp_check(got, want[2])
             verdict(worst <= 1 and nan_bad == 0, f"gelu2_all_fp16[{name(c)}]",
@@ -249,7 +254,7 @@ def main() -> int:
 
         # the sweep, measured as the bench measures the engine
         results = {}
-        for c in cfgs:
+        for c in checked:
             if c not in CONFIGS and time.perf_counter() - T0 > BUDGET_S - 25:     # the tactic configs come first
                 print(f"INFO time budget: {name(c)} and later configs not timed", flush=True)
                 break
