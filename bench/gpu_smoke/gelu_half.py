@@ -155,9 +155,20 @@ def sass_summary(layer: Layer, cfg: dict) -> str:
         with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
             f.write(k.asm["cubin"])
         sass = subprocess.run([tool, "-c", f.name], capture_output=True, text=True).stdout
-        n_ins = sum(1 for line in sass.splitlines() if line.strip().startswith("/*") and "*/" in line
-                    and line.split("*/", 1)[1].strip() and "NOP" not in line)
-        per_elem = f"{n_ins / (cfg['BLOCK'] // (32 * cfg['warps'])):.1f} (static, incl. prologue)"
+        ops = []
+        for line in sass.splitlines():
+            text = line.split("*/", 1)[1].strip() if line.strip().startswith("/*") and "*/" in line else ""
+            if text and not text.startswith("NOP"):
+                ops.append(text)
+            elif line.strip().startswith(".L_x_"):
+                ops.append("LABEL")
+        ept = cfg["BLOCK"] // (32 * cfg["warps"])
+        if cfg.get("persist") and "LABEL" in ops:          # the loop: its first label to the next branch
+            body = ops[ops.index("LABEL") + 1:]
+            body = body[:next((i for i, o in enumerate(body) if "BRA" in o), len(body)) + 1]
+            per_elem = f"{len(body) / ept:.1f} in the loop"
+        else:
+            per_elem = f"{sum(o != 'LABEL' for o in ops) / ept:.1f}"
     return f"128-bit loads {v4_ld}, 128-bit stores {v4_st} in PTX; SASS instructions per element {per_elem}"
 
 
