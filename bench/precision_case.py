@@ -10,9 +10,15 @@ TEST_SEED) and from the timing input (seeded by the batch size). Accuracy:
 every engine runs the test set (in chunks of its batch; a batch larger than the set repeats it) and is compared with
 fp32 onnxruntime on the same inputs: cosine (target ≥ 0.99) and, for classifiers, top-1 agreement (accuracy.py).
 Throughput = batch / median latency; speedup = fp16 median ÷ this engine's median (same run).
+Spec rows (`int8-spec`, `fp8-spec`): the INT8/FP8 engine with the layers of the model's `--layerPrecisions` spec in
+precision_specs.json kept at fp16 (`--precisionConstraints=obey`), the spec `tensorforge debug precision` found for
+a model whose plain INT8/FP8 engine misses cosine 0.99 (bench/find_precision_spec.py writes it, with the command
+and the cosine it was found at); a model with no recorded spec gets a "not run" row saying so.
 """
 
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -27,7 +33,15 @@ from zoo_case import build_summary, engine_runner, graph_columns, ort_reference
 CALIB_INPUTS, CALIB_BATCH, CALIB_SEED = 32, 8, 1000
 TEST_INPUTS, TEST_SEED = 64, 2000
 TENSORRT_RESNET50_INT8_IMG_S = 94600        # MLPerf Inference offline, per H200 (published)
-PRECISIONS = ["fp16", "int8", "fp8", "best"]
+PRECISIONS = ["fp16", "int8", "fp8", "best", "int8-spec", "fp8-spec"]
+SPECS_FILE = Path(__file__).with_name("precision_specs.json")
+
+
+def recorded_spec(name: str, precision: str) -> dict | None:
+    """{"spec": "node:fp16,...", ...} recorded for the model's `int8-spec`/`fp8-spec` row, or None."""
+    if not SPECS_FILE.exists():
+        return None
+    return json.loads(SPECS_FILE.read_text()).get(name, {}).get(precision.removesuffix("-spec"))
 
 
 def calibration_inputs(name: str) -> np.ndarray:
@@ -57,6 +71,8 @@ def build_flags(precision: str, name: str, batch: int = 1) -> dict:
         return {"fp16": True, precision: True, "calibration_data": calibration_feeds(name, batch)}
     if precision == "best":
         return {"best": True, "calibration_data": calibration_feeds(name, batch)}
+    if precision in ("int8-spec", "fp8-spec"):
+        return build_flags(precision.removesuffix("-spec"), name, batch)
     raise ValueError(f"unknown precision {precision!r} (one of {', '.join(PRECISIONS)})")
 
 
@@ -72,8 +88,30 @@ def unsupported(precision: str) -> str | None:
 def applied(engine, precision: str) -> str | None:
     """None when the built engine records the precision flag asked for, else what it records instead."""
     flags = engine.data.build_info.get("flags", [])
-    want = "best" if precision == "best" else precision
+    want = precision.removesuffix("-spec")
     return None if want in flags else f"the engine's flags are {flags}: {want!r} was not applied"
+
+
+def build_engine(onnx_bytes: bytes, name: str, batch: int, precision: str, device: str, cache_path: str | None):
+    """tfg.build with the row's flags; a spec row builds through a BuilderConfig with the recorded
+    --layerPrecisions spec (kept layers at fp16, constraints obeyed: a layer that cannot be kept fails the build)."""
+    shapes = {"input": zoo.input_shape(name, batch)}
+    flags = build_flags(precision, name, batch)
+    if not precision.endswith("-spec"):
+        return tfg.build(onnx_bytes, shapes=shapes, device=device, timing_cache=cache_path, **flags)
+    from tensorforge.builder import BuilderConfig, OptimizationProfile
+    from tensorforge.builder.calibration import configure
+    from tensorforge.builder.precision_spec import parse_precisions
+    rec = recorded_spec(name, precision)
+    if rec is None:
+        raise LookupError(f"no debug-precision spec recorded for {name} {precision} in {SPECS_FILE.name} "
+                          "(run bench/find_precision_spec.py)")
+    profile = OptimizationProfile()
+    profile.set_shape("input", shapes["input"], shapes["input"], shapes["input"])
+    cfg = BuilderConfig(fp16=True, profiles=[profile], timing_cache_path=cache_path, device=str(device),
+                        layer_precisions=parse_precisions(rec["spec"]), precision_constraints="obey")
+    configure(cfg, flags.get("int8", False), flags.get("fp8", False), False, flags["calibration_data"])
+    return tfg.build(onnx_bytes, config=cfg, device=device)
 
 
 def run_engine_on(ctx, xs: np.ndarray, batch: int, device: str) -> np.ndarray:
@@ -123,8 +161,7 @@ def run_model(name: str, onnx_bytes: bytes, batches: list[int], precisions: list
                 rows.append(row)
                 continue
             try:
-                engine = tfg.build(onnx_bytes, shapes={"input": zoo.input_shape(name, batch)}, device=device,
-                                   timing_cache=cache_path, **build_flags(precision, name, batch))
+                engine = build_engine(onnx_bytes, name, batch, precision, device, cache_path)
             except Exception as e:  # noqa: BLE001 - the row says why, the run goes on
                 row["error"] = f"not run: {_error_line(e)}"
                 log(f"{name} b{batch} {precision}: {row['error']}")
@@ -136,6 +173,8 @@ def run_model(name: str, onnx_bytes: bytes, batches: list[int], precisions: list
                 log(f"{name} b{batch} {precision}: {row['error']}")
                 rows.append(row)
                 continue
+            if precision.endswith("-spec"):
+                row["layer_precisions"] = recorded_spec(name, precision)["spec"]
             try:
                 row["build"] = build_summary(engine)
                 ctx = ExecutionContext(engine.data, device)

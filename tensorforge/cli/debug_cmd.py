@@ -23,7 +23,7 @@ import time
 import numpy as np
 import torch
 
-from ..builder import BuilderConfig, build_engine
+from ..builder import BuilderConfig, OptimizationProfile, build_engine
 from ..builder.calibration import CalibrationSource, cache_file_hooks
 from ..builder.calibration.qdq_insert import QUANTIZED_OPS
 from ..compare.data import input_specs, load_feeds, make_feeds
@@ -95,6 +95,10 @@ class _Prober:
         cfg = BuilderConfig(device=str(self.device), fp16=a.mode == "fp16" or a.keep == "fp16" and a.mode != "fp16",
                             int8=a.mode == "int8", fp8=a.mode == "fp8",
                             layer_precisions=[(n, a.keep) for n in keep], precision_constraints="obey")
+        profile = OptimizationProfile()             # built for the shapes it is judged on (a dynamic batch included)
+        for name, v in self.feeds.items():
+            profile.set_shape(name, v.shape, v.shape, v.shape)
+        cfg.add_optimization_profile(profile)
         if a.mode in ("int8", "fp8"):
             read, write = cache_file_hooks(self.cache)
             data = a.calibData.split(",") if a.calibData else None
@@ -113,8 +117,10 @@ class _Prober:
         return {k: v.detach().float().cpu().numpy() for k, v in out.items()}
 
     def passes(self, keep: list[str]) -> tuple[bool, str]:
+        t0 = time.perf_counter()
         ok, text = _meets(self.outputs(self.build(keep)), self.ref, self.args)
-        get_logger().verbose(f"probe {len(keep)} kept [{', '.join(keep)}]: {'pass' if ok else 'fail'} ({text})")
+        get_logger().verbose(f"probe {len(keep)} kept [{', '.join(keep)}]: {'pass' if ok else 'fail'} ({text}; "
+                             f"{time.perf_counter() - t0:.1f} s)")
         return ok, text
 
     def latency_ms(self, engine, runs: int = 20) -> float:

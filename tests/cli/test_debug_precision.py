@@ -64,3 +64,27 @@ def test_tolerance_out_of_reach_and_usage_errors(setup, capsys):
         code = main(["debug", "precision", *args])
         err = capsys.readouterr().err
         assert code == 2 and what in err and err.count("\n") == 1, err
+
+
+def test_a_dynamic_batch_model_is_judged_on_a_batch_of_inputs(tmp_path, capsys):
+    """The probes are built for the shapes of --inputs (here 4 images on a model with a dynamic batch axis), not
+    for the smallest shape the model allows: a batch-1 engine refused the 4-image feed."""
+    import onnx
+    from precision_models import _cnn
+    model = tmp_path / "dyn.onnx"
+    data = _cnn("Tanh", 0, "N")
+    assert onnx.load_from_string(data).graph.input[0].type.tensor_type.shape.dim[0].dim_param == "N"
+    model.write_bytes(data)
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    for i, x in enumerate(images(16, seed=1, outliers=True)):
+        np.savez(calib / f"b{i:02d}.npz", x=x)
+    x = np.concatenate(images(4, seed=50, outliers=True))
+    np.savez(tmp_path / "inputs.npz", x=x)
+    code = main(["debug", "precision", str(model), "--int8", f"--calibData={calib}", "--cosine=0.999",
+                 f"--inputs={tmp_path / 'inputs.npz'}", "--device=cpu"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    spec = re.search(r"^--layerPrecisions=(\S+)$", printed, re.M).group(1).split(",")
+    assert spec[0] == "conv1:fp32"                               # the outlier-fed layer, first in topological order
+    assert float(re.search(r"^found: .*cosine ([0-9.]+)", printed, re.M).group(1)) >= 0.999
