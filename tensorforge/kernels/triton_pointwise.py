@@ -33,7 +33,7 @@ CONFIGS = [{"BLOCK": 1024, "warps": 4}, {"BLOCK": 2048, "warps": 8}, {"BLOCK": 4
            # variants (codegen/pointwise.py's constexpr switches): lean = the degree-5 half GELU (chains with one),
            # persist = that many programs per SM looping over the tiles with the next tile's loads issued first
            # (tensors of ≥ 2 tiles per program), stream = evict-first (.cs) stores
-           {"BLOCK": 2048, "warps": 4, "lean": 1},
+           {"BLOCK": 2048, "warps": 4, "lean": 1}, {"BLOCK": 4096, "warps": 4, "lean": 1},
            {"BLOCK": 2048, "warps": 4, "lean": 1, "persist": 8},
            {"BLOCK": 1024, "warps": 4, "lean": 1, "persist": 16},
            {"BLOCK": 2048, "warps": 4, "lean": 1, "persist": 8, "stream": 1},
