@@ -17,7 +17,7 @@ import torch
 from ..engine import Engine as EngineData
 from ..engine import to_bytes
 from ..runtime import ExecutionContext, load_engine_file
-from ..runtime.cpu_threads import check_threads, cpu_threads
+from ..util.cpu_threads import check_threads, cpu_threads
 from ..util.device import resolve_device
 from ..util.errors import InputError, UsageError
 from ..util.fileio import atomic_write

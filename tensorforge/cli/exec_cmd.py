@@ -18,7 +18,7 @@ from ..engine import from_bytes, to_bytes
 from ..parser import parse_model
 from ..plugin import load as load_plugins
 from ..runtime import ExecutionContext
-from ..runtime.cpu_threads import cpu_threads
+from ..util.cpu_threads import cpu_threads
 from ..util.device import resolve_device
 from ..util.errors import ShapeError, UsageError
 from ..util.fileio import read_bytes

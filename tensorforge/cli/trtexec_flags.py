@@ -78,7 +78,7 @@ class ExecOptions:
     use_cuda_graph: bool | None = None           # None: on where the device supports it (CUDA)
     more_profiles: list = field(default_factory=list)  # --profile=1.. : [{"min": {}, "opt": {}, "max": {}}, ...]
     use_profile: int | None = None               # --useProfile=N: inference shapes must fit profile N
-    threads: int | None = None                   # --threads=N: torch's intra-op CPU threads (runtime/cpu_threads.py)
+    threads: int | None = None                   # --threads=N: torch's intra-op CPU threads (util/cpu_threads.py)
     profiling_verbosity: str = "layer_names_only"
     compat: dict = field(default_factory=dict)   # flags accepted as documented no-ops: name → value (True: switch)
     time_deserialize: bool = False

@@ -26,7 +26,7 @@ from ..util.log import get_logger
 from .kernel_regen import regenerate_kernels
 from .plugins_check import check_plugins
 from .cuda_gate import CUDA_GATE
-from .cpu_threads import check_threads, cpu_threads
+from ..util.cpu_threads import check_threads, cpu_threads
 from .cuda_graph import CaptureFailed, GraphCache, TorchGraphBackend, signature_of
 
 REFERENCE_TACTIC = "any.torch_ref"           # kernels/reference.py: every op's reference, on any device
@@ -54,7 +54,7 @@ class ExecutionContext:
     `stream`: a torch.cuda.Stream this context enqueues on (None: the current stream). `graph_backend`: the capture
     seam (tests pass a fake). `shared_weights`: the device weights of another context of the same engine.
     `threads`: torch's intra-op CPU thread count during this context's calls (onnxruntime's intra_op_num_threads;
-    runtime/cpu_threads.py), the caller's restored after each; None leaves torch's setting alone."""
+    util/cpu_threads.py), the caller's restored after each; None leaves torch's setting alone."""
 
     def __init__(self, engine: Engine, device=None, use_cuda_graph: bool | None = None, stream=None,
                  graph_backend=None, shared_weights: dict | None = None, max_graphs: int = 8,

@@ -5,7 +5,7 @@ call runs in: torch's intra-op thread count set to N on entry and the value befo
 call raises). torch's setting is process-wide, so calls of contexts with different N cannot overlap: a call whose N
 differs from the calls running now waits until they finish; calls with the same N run together; N = None takes no
 part (it runs with whatever is set). A thread already inside a scope that opens another (nested) is not made to
-wait for itself: the inner N applies until the inner scope ends. Imports torch and util only.
+wait for itself: the inner N applies until the inner scope ends. Imports torch and util only (the runtime sets a context's N; kernels/subnetwork.py runs small Loop bodies at 1).
 """
 
 import threading
@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import torch
 
-from ..util.errors import UsageError
+from .errors import UsageError
 
 _COND = threading.Condition()
 _STATE = {"n": None, "count": 0, "saved": None}       # the N of the calls running now, how many, the value before

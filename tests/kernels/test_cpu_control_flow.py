@@ -187,3 +187,22 @@ def test_gather_matches_the_reference(axis, index):
     assert not torch.any(x == 7.0)                # a copy, as the reference's: never an alias of the data
     with pytest.raises(IndexError, match="out of range"):
         _run(so.CpuGather, "Gather", [x, torch.tensor(9)], axis=0)
+
+
+def test_small_bodies_run_on_one_thread():
+    """A Loop/Scan whose tensors are all small runs its trips at 1 intra-op thread; a large tensor, a large body
+    constant or a CUDA device keep the caller's setting; the caller's count is back afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with subnetwork._one_thread_if_small(CPU, 128 * 128, [torch.randn(1, 128), torch.randn(32, 64)]):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        big = torch.randn(subnetwork.SMALL_BODY + 1)
+        for body_max, values in ((0, [big]), (subnetwork.SMALL_BODY + 1, [torch.randn(3)])):
+            with subnetwork._one_thread_if_small(CPU, body_max, values):
+                assert torch.get_num_threads() == 2
+        with subnetwork._one_thread_if_small(torch.device("cuda"), 0, []):
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -1,4 +1,4 @@
-"""CPU thread control per context (issue 18; runtime/cpu_threads.py): ExecutionContext(threads=N), tfg.build /
+"""CPU thread control per context (issue 18; util/cpu_threads.py): ExecutionContext(threads=N), tfg.build /
 tfg.load(threads=N) and `tensorforge exec --threads=N` run with torch's intra-op thread count at N and restore the
 caller's afterwards (also on errors); contexts with different N never overlap; bad counts are one-line errors;
 results match onnxruntime at every thread count."""
@@ -16,7 +16,7 @@ from rt_models import affine_relu
 from tensorforge.cli.main import main
 from tensorforge.engine import from_bytes
 from tensorforge.runtime import ExecutionContext
-from tensorforge.runtime.cpu_threads import cpu_threads
+from tensorforge.util.cpu_threads import cpu_threads
 from tensorforge.util.errors import InputError, UsageError
 
 
