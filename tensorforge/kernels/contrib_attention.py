@@ -35,12 +35,12 @@ class MultiHeadAttentionSDPA:
         def run(inputs):
             query, key, value, bias, kpm, ab, past_k, past_v = (list(inputs) + [None] * 8)[:8]
             q4, k4, v4, mask = mha_operands(query, key, value, bias, kpm, ab, past_k, a["num_heads"],
-                                            a.get("mask_filter_value", -10000.0))
+                                            a.get("mask_filter_value", -10000.0), a.get("unidirectional", 0))
             if past_k is not None:
                 k4, v4 = torch.cat([past_k, k4], dim=2), torch.cat([past_v, v4], dim=2)
             sq, total = q4.shape[2], k4.shape[2]
-            if a.get("unidirectional", 0):
-                i = torch.arange(sq, device=q4.device).reshape(sq, 1) + (total - sq)
+            if a.get("unidirectional", 0):          # key j ≤ query i + the past length (as the reference)
+                i = torch.arange(sq, device=q4.device).reshape(sq, 1) + (past_k.shape[2] if past_k is not None else 0)
                 causal = torch.where(torch.arange(total, device=q4.device).reshape(1, total) <= i,
                                      torch.zeros((), dtype=q4.dtype, device=q4.device),
                                      torch.full((), -math.inf, dtype=q4.dtype, device=q4.device))

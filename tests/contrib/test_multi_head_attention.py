@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tensorforge as tfg
 from oracle import assert_close, check_against_ort, ort_run
-from tensorforge.util.errors import UnsupportedOpError
+from tensorforge.util.errors import TensorforgeError, UnsupportedOpError
 
 F, I32 = TensorProto.FLOAT, TensorProto.INT32
 RNG = np.random.default_rng(7)
@@ -104,6 +104,14 @@ def test_mha_past_present(with_mask, unidirectional):
     model = _model(ins, feeds, outs=("y", "present_k", "present_v"), inits={"bias": _f(3 * D, scale=0.3)},
                    unidirectional=unidirectional)
     check_against_ort(model, feeds)
+
+
+def test_mha_unidirectional_cross_attention_refused():
+    """Causal attention with L ≠ S new keys: onnxruntime masks rows 0..S−2 by j ≤ i and leaves the last row
+    unmasked; refused with the reason (at build time when the shapes are static, as here)."""
+    feeds = {"q": _f(B, S, D), "k": _f(B, L, D), "v": _f(B, L, D)}
+    with pytest.raises(TensorforgeError, match="new keys"):
+        tfg.build(_model(["q", "k", "v"], feeds, unidirectional=1).SerializeToString(), device="cpu")
 
 
 def test_mha_bnsh_key_value_and_qk_output():

@@ -54,7 +54,8 @@ def _padding_mask(mask, batch, sq, total, fill, dtype, device):
     return torch.where(keep, zero, torch.full((), fill, dtype=dtype, device=device))
 
 
-def mha_operands(query, key, value, bias, key_padding_mask, attention_bias, past_key, num_heads, mask_filter_value):
+def mha_operands(query, key, value, bias, key_padding_mask, attention_bias, past_key, num_heads, mask_filter_value,
+                 unidirectional=0):
     """MultiHeadAttention's Q, K, V as (B, N, ·, H) (bias added, packed inputs split) and its additive mask
     (B, 1|N, 1|S, T) or None — shared by the reference and the SDPA tactic."""
     if query.dim() == 5:
@@ -75,6 +76,9 @@ def mha_operands(query, key, value, bias, key_padding_mask, attention_bias, past
             k4 = _bnsh(key if kb is None else key + kb, num_heads)
             v4 = _bnsh(value if vb is None else value + vb, num_heads)
     batch, _, sq, _ = q4.shape
+    if unidirectional and k4.shape[2] != sq:
+        raise ValueError(f"unidirectional MultiHeadAttention with {k4.shape[2]} new keys for {sq} queries is not "
+                         "supported (onnxruntime leaves its last query row unmasked there)")
     total = k4.shape[2] + (past_key.shape[2] if past_key is not None else 0)
     mask = None
     if key_padding_mask is not None:
@@ -91,7 +95,7 @@ def multi_head_attention(query, key=None, value=None, bias=None, key_padding_mas
                          unidirectional=0):
     """com.microsoft MultiHeadAttention (module doc) → (Y, present_key, present_value, qk)."""
     q4, k4, v4, mask = mha_operands(query, key, value, bias, key_padding_mask, attention_bias, past_key, num_heads,
-                                    mask_filter_value)
+                                    mask_filter_value, unidirectional)
     y4, present_k, present_v, qk = attention(q4, k4, v4, mask, past_key, past_value, scale=scale or None,
                                              is_causal=unidirectional, q_num_heads=num_heads,
                                              kv_num_heads=num_heads, qk_matmul_output_mode=2)

@@ -5,7 +5,7 @@ GroupQueryAttention, each its own IR op (ir/ops/contrib_attention.py, which stat
 Refused here with a reason (onnxruntime features for its CUDA decoding loop or not run by its CPU kernel):
     MultiHeadAttention: past_sequence_length / cache_indirection; bias with packed QKV or BNSH key/value; only
         one of past_key / past_value; BNSH key/value with past or present; the qk output of a unidirectional one
-        (causal entries are −∞ here).
+        (causal entries are −∞ here); at build or run time, a unidirectional one with a key length ≠ query length.
     GroupQueryAttention: a quantized KV cache (k_scale / v_scale, kv_cache_bit_width, k/v_quant_type),
         q/k RMS norm weights, query_seqlens, sliding_window_cache, the qk output, rotary without cos/sin caches.
 """
