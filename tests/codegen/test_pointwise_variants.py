@@ -225,3 +225,21 @@ def test_lean_never_applies_to_bfloat16_chains():
     want = closed_gelu64(closed_gelu64(x.double()))
     # within one bfloat16 ulp (≤ 2^-7·|y|; the interpreter's float32 → bfloat16 store truncates)
     assert float(((plain.double() - want).abs() - 2 ** -7 * want.abs()).max()) <= 1e-6
+
+
+def test_persistent_stream_multi_input_multi_output_chain():
+    """Three inputs (one broadcast), an infinite literal, float32/int32/bool outputs through the persistent loop
+    with .cs stores, against the PointwiseChain reference (torch ops)."""
+    from tensorforge.ir import get_spec
+    from test_pointwise_codegen import assert_match, chain, lit
+    torch.manual_seed(1)
+    x, y, z = torch.randn(37, 53), torch.randn(37, 53), torch.randn(53)
+    steps = [("Sum", ["in0", "in1", "in2"], {}), ("Max", ["s0", "in1"], {}), ("Clip", ["s1", "c0", "c1"], {}),
+             ("Greater", ["in0", "c2"], {}), ("Where", ["s3", "s2", "c3"], {}), ("Cast", ["s4"], {"to": "int32"})]
+    consts = [lit(-0.5), lit(0.75), lit(0.0), lit(-math.inf)]
+    layer = chain(steps, [x.dtype] * 3, ["float32", "int32", "bool"], consts, outputs=["s4", "s5", "s3"])
+    layer.attrs["kernel"] = generated.register_source(generate_pointwise(layer, [x.dtype] * 3, 2))
+    ref = list(get_spec("PointwiseChain").reference(x, y, z, **layer.attrs))
+    cfg = {"BLOCK": 64, "warps": 4, "persist": 3, "stream": 1}     # 31 tiles over 6 programs
+    assert TritonPointwise.fits(layer, cfg, [x, y, z]) is None
+    assert_match(TritonPointwise.build(layer, cfg, CPU)([x, y, z]), ref)
