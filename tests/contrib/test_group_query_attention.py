@@ -186,3 +186,18 @@ def test_gqa_written_by_replace_mha_with_gqa(s, past):
     feeds = {"x": _f(b, s, n * h), "pos": np.tile(np.arange(past, past + s), (b, 1)).astype(np.int64),
              "attention_mask": mask, "pk": _f(b, n, past, h), "pv": _f(b, n, past, h)}
     check_against_ort(model.model, feeds)
+
+
+def test_gqa_float16():
+    """float16 Q/K/V and caches (onnxruntime's CPU kernel runs them, scores in float32): within one float16 ulp."""
+    feeds = {k: (v.astype(np.float16) if v.dtype == np.float32 else v) for k, v in _feeds(**CASES["decode"]).items()}
+    types = {np.dtype(np.int32): I32, np.dtype(np.float16): TensorProto.FLOAT16}
+    node = helper.make_node("GroupQueryAttention", _ins(feeds), ["y", "present_k", "present_v"], domain="com.microsoft",
+                            num_heads=NQ, kv_num_heads=NKV)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, types[v.dtype], list(v.shape))
+                                        for k, v in feeds.items()],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT16, None)
+                           for o in ("y", "present_k", "present_v")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 9
+    check_against_ort(m, feeds, rtol=1e-3, atol=2e-3)
