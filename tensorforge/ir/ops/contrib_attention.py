@@ -112,7 +112,7 @@ def _gqa_infer(query, key=None, value=None, past_key=None, past_value=None, seql
     if total_seq.device.type == "meta":          # a network input: the cache length is known at run time
         cache = [data_dependent((b, kv_num_heads, max(p_len, s), head), query.dtype) for _ in range(2)]
     else:
-        present = max(int(total_seq.reshape(-1)[0]), p_len)
+        present = max(int(total_seq.reshape(-1)[0]), p_len, s)
         cache = [torch.empty(b, kv_num_heads, present, head, dtype=query.dtype, device="meta") for _ in range(2)]
     return y, cache[0], cache[1]
 
@@ -153,7 +153,7 @@ def gqa_operands(query, key, value, past_key, past_value, seqlens_k, total_seque
     dev, dt = query.device, query.dtype
     total = int(total_sequence_length.reshape(-1)[0])
     p_len = past_key.shape[2] if past_key is not None else 0
-    present_len = max(total, p_len)
+    present_len = max(total, p_len, sq)          # = max(T, P) for valid inputs (T ≥ S); S keeps zeros valid
     t_b = seqlens_k.to(dev).to(torch.int64).reshape(-1) + 1                       # (B,)
     past_b = torch.zeros_like(t_b) if sq == total else t_b - sq                   # first prompt: no past
     if do_rotary:

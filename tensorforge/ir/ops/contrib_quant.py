@@ -104,6 +104,9 @@ def _direction(x, lens, w, r, bias, h, c, p, ws, wz, rs, rz, acts, clip, input_f
     steps, batch, _ = x.shape
     run = int(lens.max()) if lens is not None else steps
     hd = r.shape[0]
+    if run == 0:                                 # every entry empty (or S = 0): zero outputs and states
+        zeros = torch.zeros(batch, hd, device=x.device)
+        return torch.zeros(steps, batch, hd, device=x.device), zeros, zeros.clone()
     f, g, hfn = acts
     gx = lstm_quantized_gemm(x[:run].reshape(run * batch, -1), w, ws, wz, imatmul).reshape(run, batch, -1)
     b = bias[:4 * hd] + bias[4 * hd:] if bias is not None else torch.zeros(4 * hd, device=x.device)
