@@ -208,7 +208,7 @@ def main() -> int:
         tactic_exact(f"dq_lstm_{cls}_i600_exact", "DynamicQuantizeLSTM", getattr(cq, cls),
                      dq_lstm_model(4, 3, 600, 16))
     timed("time_qgemm_1024", *qgemm_model(1024, 1024, 1024), "QGemm")
-    timed("time_dq_lstm_s64_b8_h128", *dq_lstm_model(64, 8, 128, 128, "forward"), "DynamicQuantizeLSTM")
+    timed("time_dq_lstm_s32_b8_h128", *dq_lstm_model(32, 8, 128, 128, "forward"), "DynamicQuantizeLSTM")
     timed("time_mha_b8_s128_n12_h64", *mha_model(8, 128, 12, 64), "MultiHeadAttention")
     timed("time_gqa_decode_b8_nq32_nkv8_p1024", *gqa_model(8, 32, 8, 128, past=1024, seqlens=[1000] * 8),
           "GroupQueryAttention")
