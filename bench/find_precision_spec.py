@@ -51,11 +51,12 @@ def write_data(name: str, folder: Path) -> tuple[Path, Path]:
     return calib, test
 
 
-def find(name: str, precision: str, onnx_path: Path, calib: Path, test: Path, cosine: float, device: str,
-         verbose: bool) -> dict:
+def find(name: str, precision: str, onnx_path: Path, calib: Path, test: Path, args) -> dict:
     from tensorforge.cli.main import main
+    cache = calib.parent / "calibration.cache"          # one calibration serves INT8 and FP8 (FP8 reads its scales)
     argv = ["debug", "precision", str(onnx_path), f"--{precision}", "--keep=fp16", f"--calibData={calib}",
-            f"--inputs={test}", f"--cosine={cosine}", f"--device={device}"] + (["--verbose"] if verbose else [])
+            f"--calib={cache}", f"--inputs={test}", f"--cosine={args.cosine}", f"--device={args.device}",
+            f"--max-refine={args.max_refine}", f"--runs={args.runs}"] + (["--verbose"] if args.verbose else [])
     out = io.StringIO()
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(out):
@@ -66,8 +67,8 @@ def find(name: str, precision: str, onnx_path: Path, calib: Path, test: Path, co
     found = re.search(r"^found: (.*)$", text, re.M)
     if code != 0 or spec is None:
         raise SystemExit(f"{name} {precision}: debug precision found no spec (exit {code})")
-    return {"spec": spec.group(1), "found": found.group(1) if found else "", "cosine_target": cosine,
-            "device": device, "seconds": round(time.perf_counter() - t0),
+    return {"spec": spec.group(1), "found": found.group(1) if found else "", "cosine_target": args.cosine,
+            "device": args.device, "seconds": round(time.perf_counter() - t0),
             "command": "tensorforge " + " ".join(argv[:2] + [f"{name}.onnx"] + argv[3:])}
 
 
@@ -77,6 +78,8 @@ def main() -> int:
     p.add_argument("--precisions", default="int8")
     p.add_argument("--cosine", type=float, default=0.992)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--max-refine", type=int, default=24, help="debug precision's shrinking probes (0: the prefix)")
+    p.add_argument("--runs", type=int, default=20, help="latency runs of the plain and the found engine")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
     specs = json.loads(precision_case.SPECS_FILE.read_text()) if precision_case.SPECS_FILE.exists() else {}
@@ -88,7 +91,7 @@ def main() -> int:
             onnx_path.write_bytes(data)
             calib, test = write_data(name, folder)
             for precision in [x for x in args.precisions.split(",") if x]:
-                rec = find(name, precision, onnx_path, calib, test, args.cosine, args.device, args.verbose)
+                rec = find(name, precision, onnx_path, calib, test, args)
                 rec["model"] = made
                 specs.setdefault(name, {})[precision] = rec
                 precision_case.SPECS_FILE.write_text(json.dumps(specs, indent=1) + "\n")

@@ -59,6 +59,7 @@ def _parser() -> _Parser:
     p.add_argument("--inputs", help="inputs.npz or name:file.npy[,name:file.npy] (default: uniform [0, 1), seed 1)")
     p.add_argument("--keep", choices=("fp32", "fp16"), default="fp32", help="precision of the kept layers")
     p.add_argument("--max-refine", type=int, default=24, help="at most this many probes to shrink the found prefix")
+    p.add_argument("--runs", type=int, default=20, help="runs of each engine whose median latency is printed")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when present)")
     p.add_argument("--verbose", "-v", action="store_true", help="log every probe and build; tracebacks on errors")
     p.add_argument("-h", "--help", dest="help", action="store_true", help="show this help and exit")
@@ -123,7 +124,8 @@ class _Prober:
                              f"{time.perf_counter() - t0:.1f} s)")
         return ok, text
 
-    def latency_ms(self, engine, runs: int = 20) -> float:
+    def latency_ms(self, engine) -> float:
+        runs = max(1, self.args.runs)
         ctx = ExecutionContext(engine, self.device)
         feed = {k: torch.from_numpy(v).to(self.device) for k, v in self.feeds.items()}
         ctx.run(feed)
@@ -231,7 +233,7 @@ def _search_and_report(args) -> int:
     print(f"reproduce: tensorforge exec --onnx={args.model} --{args.mode}{extra} {' '.join(calib)} "
           f"--layerPrecisions={spec} --precisionConstraints=obey".replace("  ", " "))
     print(f"latency: plain --{args.mode} {prober.latency_ms(plain):.4g} ms, with the spec "
-          f"{prober.latency_ms(found):.4g} ms (median of 20 runs on {device})")
+          f"{prober.latency_ms(found):.4g} ms (median of {max(1, args.runs)} runs on {device})")
     for layer in found.layers:
         if any(n in layer.origin or n == layer.name for n in keep) and layer.op not in ("Cast",):
             print(f"  engine layer {layer.name} ({layer.op}, {layer.precision}) from ONNX nodes "
