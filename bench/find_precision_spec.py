@@ -51,7 +51,8 @@ def write_data(name: str, folder: Path) -> tuple[Path, Path]:
     return calib, test
 
 
-def find(name: str, precision: str, onnx_path: Path, calib: Path, test: Path, args) -> dict:
+def find(name: str, precision: str, onnx_path: Path, calib: Path, test: Path, args) -> dict | None:
+    """The record of the spec debug precision finds; None when the plain engine already meets the cosine."""
     from tensorforge.cli.main import main
     cache = calib.parent / "calibration.cache"          # one calibration serves INT8 and FP8 (FP8 reads its scales)
     argv = ["debug", "precision", str(onnx_path), f"--{precision}", "--keep=fp16", f"--calibData={calib}",
@@ -65,6 +66,8 @@ def find(name: str, precision: str, onnx_path: Path, calib: Path, test: Path, ar
     print(text, end="")
     spec = re.search(r"^--layerPrecisions=(\S+)$", text, re.M)
     found = re.search(r"^found: (.*)$", text, re.M)
+    if code == 0 and "already meets the tolerance" in text:
+        return None
     if code != 0 or spec is None:
         raise SystemExit(f"{name} {precision}: debug precision found no spec (exit {code})")
     return {"spec": spec.group(1), "found": found.group(1) if found else "", "cosine_target": args.cosine,
@@ -72,7 +75,7 @@ def find(name: str, precision: str, onnx_path: Path, calib: Path, test: Path, ar
             "command": "tensorforge " + " ".join(argv[:2] + [f"{name}.onnx"] + argv[3:])}
 
 
-def main() -> int:
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("models", nargs="+")
     p.add_argument("--precisions", default="int8")
@@ -81,7 +84,7 @@ def main() -> int:
     p.add_argument("--max-refine", type=int, default=24, help="debug precision's shrinking probes (0: the prefix)")
     p.add_argument("--runs", type=int, default=20, help="latency runs of the plain and the found engine")
     p.add_argument("--verbose", action="store_true")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     specs = json.loads(precision_case.SPECS_FILE.read_text()) if precision_case.SPECS_FILE.exists() else {}
     for name in args.models:
         data, made = model_onnx(name)
@@ -92,6 +95,10 @@ def main() -> int:
             calib, test = write_data(name, folder)
             for precision in [x for x in args.precisions.split(",") if x]:
                 rec = find(name, precision, onnx_path, calib, test, args)
+                if rec is None:
+                    print(f"{name} {precision}: the plain engine meets cosine {args.cosine}: no spec needed")
+                    specs.get(name, {}).pop(precision, None)
+                    continue
                 rec["model"] = made
                 specs.setdefault(name, {})[precision] = rec
                 precision_case.SPECS_FILE.write_text(json.dumps(specs, indent=1) + "\n")
