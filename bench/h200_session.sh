@@ -28,9 +28,12 @@ case "$1" in
           --precision-extra "" --best-batches 1 --append
     bench --part dynamic --models resnet50,bert_base_seq128 --append
     ;;
-  C)  # what the budget leaves after A and B: the torch.compile-backend smoke (≈ 2–3 min)
+  C)  # what the budget leaves after A and B: control flow on CUDA through the body programs, then the
+      # torch.compile-backend smoke (≈ 2–3 min; its lines so far are kept if the time runs out)
     LIMIT=${3:-170}
-    smoke torch_compile_backend $(( LIMIT - 15 ))
+    smoke control_flow 40
+    smoke cpu_speed_bodies 40
+    smoke torch_compile_backend $(( $(left) - 10 ))
     ;;
   *) echo "usage: bash bench/h200_session.sh A|B|C LABEL [seconds]" >&2; exit 2 ;;
 esac
