@@ -100,6 +100,7 @@ def main(argv=None) -> int:
                     specs.get(name, {}).pop(precision, None)
                     continue
                 rec["model"] = made
+                rec["script"] = "PYTHONPATH=. python3 bench/find_precision_spec.py " + " ".join(argv or sys.argv[1:])
                 specs.setdefault(name, {})[precision] = rec
                 precision_case.SPECS_FILE.write_text(json.dumps(specs, indent=1) + "\n")
                 print(f"{name} {precision}: recorded in {precision_case.SPECS_FILE.name}")
