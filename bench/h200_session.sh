@@ -3,8 +3,9 @@
 #   bash bench/h200_session.sh A "<label>"   fp16 rows of the four CNNs and ViT + the GELU case + build costs
 #   bash bench/h200_session.sh B "<label>"   fp16 rows of BERT and GPT-2 (merged with A's file, which this
 #                                            command finds in bench/results/), precision rows (resnet50 INT8 b32 and
-#                                            b256; BERT INT8/FP8 b1 and b32, `best` b1), the dynamic-shape rows
-#   bash bench/h200_session.sh C "<label>" S  the torch.compile-backend smoke in S seconds (what the budget leaves)
+#                                            b256; BERT INT8/FP8 b32; resnet50 INT8 with the debug-precision spec b32)
+#   bash bench/h200_session.sh C "<label>" S  in S seconds (what the budget leaves): the dynamic-shape rows, control
+#                                            flow, BERT `best` b1, the torch.compile-backend smoke
 # Each step gets the seconds left of a 570 s allowance as its --budget-s, so the command ends in time whatever the
 # estimates' error; what does not fit is listed under "Not run" in the results. Writes everything under $OUT.
 set -u
@@ -24,15 +25,19 @@ case "$1" in
     bench --part fp16 --skip gelu --models bert_base_seq128,gpt2_seq128 --append
     bench --part precision --models resnet50 --precisions int8 --precision-batches 32 \
           --precision-extra resnet50:256 --append
-    bench --part precision --models bert_base_seq128 --precisions int8,fp8,best --precision-batches 1,32 \
-          --precision-extra "" --best-batches 1 --append
-    bench --part dynamic --models resnet50,bert_base_seq128 --append
+    bench --part precision --models bert_base_seq128 --precisions int8,fp8 --precision-batches 32 \
+          --precision-extra "" --append
+    bench --part precision --models resnet50 --precisions int8-spec --precision-batches 32 --precision-extra "" \
+          --append
     ;;
-  C)  # what the budget leaves after A and B: control flow on CUDA through the body programs, then the
-      # torch.compile-backend smoke (≈ 2–3 min; its lines so far are kept if the time runs out)
+  C)  # what the budget leaves after A and B (S seconds): the dynamic-shape rows, control flow on CUDA through the
+      # body programs, BERT's `best` engine at batch 1, the torch.compile-backend smoke (lines so far are kept)
     LIMIT=${3:-170}
+    cp bench/results/nvidia-h200.json "$OUT/"
+    bench --part dynamic --models resnet50,bert_base_seq128 --append
     smoke control_flow 40
-    smoke cpu_speed_bodies 40
+    bench --part precision --models bert_base_seq128 --precisions best --precision-batches 1 --precision-extra "" \
+          --append
     smoke torch_compile_backend $(( $(left) - 10 ))
     ;;
   *) echo "usage: bash bench/h200_session.sh A|B|C LABEL [seconds]" >&2; exit 2 ;;
