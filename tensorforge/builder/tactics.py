@@ -287,7 +287,7 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
         try:
             kernel = built.pop(tid, None) or tac.build(layer, cfg, walk.device)
             outs = kernel(inputs)
-            wrong = _disagreement(outs, expected, config.tf32)
+            wrong = _disagreement(outs, expected, config.tf32, CODE_SLACK.get(layer.op, ()))
             if wrong is not None:
                 rejected[tid] = f"wrong results at the opt-point shapes: {wrong}"
                 continue
@@ -389,10 +389,18 @@ def _reference_outputs(layer: Layer, inputs: list) -> list | None:
         return None
 
 
-def _disagreement(outs: list, expected: list | None, tf32: bool) -> str | None:
-    """None when every output matches the reference: exact for integers and bools; for floats, on the positions
-    where the reference is finite, max|out − ref| ≤ tol · max|ref| with tol 1e-2 (half types), 5e-3 (fp32 with
-    TF32) or 1e-4 (fp32). These bounds accept reordered accumulation, not a wrong kernel."""
+# Integer outputs quantized from a float output of the same layer (LayerNormalizationQuantize's Q(y)): the float
+# output agrees with the reference only within its tolerance, so a code may sit one step off where y rounded the
+# other way. Allowed: at most one step, on at most CODE_SLACK_FRACTION of the elements.
+CODE_SLACK = {"LayerNormalizationQuantize": (1,)}
+CODE_SLACK_FRACTION = 0.01
+
+
+def _disagreement(outs: list, expected: list | None, tf32: bool, code_slack: tuple = ()) -> str | None:
+    """None when every output matches the reference: exact for integers and bools (outputs in `code_slack`: within
+    one code on ≤ 1 % of the elements, CODE_SLACK); for floats, on the positions where the reference is finite,
+    max|out − ref| ≤ tol · max|ref| with tol 1e-2 (half types), 5e-3 (fp32 with TF32) or 1e-4 (fp32). These bounds
+    accept reordered accumulation, not a wrong kernel."""
     if expected is None:
         return None
     for i, (got, want) in enumerate(zip(outs, expected)):
@@ -402,6 +410,12 @@ def _disagreement(outs: list, expected: list | None, tf32: bool) -> str | None:
             return f"output {i} has shape {tuple(got.shape)}, the reference {tuple(want.shape)}"
         want = want.to(got.device)
         if not want.is_floating_point():
+            if i in code_slack and want.dtype != torch.bool:
+                off = (got.to(torch.int64) - want.to(torch.int64)).abs()
+                if off.numel() and (int(off.max()) > 1 or float((off > 0).float().mean()) > CODE_SLACK_FRACTION):
+                    return (f"output {i} differs from the reference by up to {int(off.max())} codes on "
+                            f"{float((off > 0).float().mean()):.2%} of the elements")
+                continue
             if not torch.equal(got.to(want.dtype), want):
                 return f"output {i} differs from the reference (integer/bool values)"
             continue

@@ -103,3 +103,27 @@ def test_layernorm_quantize_survives_an_engine_round_trip_and_fp16(tmp_path):
     a, b = engine.run(dict(feeds)), again.run(dict(feeds))
     for k in a:
         np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]))
+
+
+def test_the_builders_check_accepts_the_triton_kernel_and_rejects_a_wrong_code():
+    """The builder validates each candidate against the op reference before timing it. The Triton kernel's y may
+    round an fp16 ulp away from the reference's (its statistics are summed in another order), and its Q(y) then
+    one code away on those elements: the check must accept that (or the capturable kernel loses to the reference
+    tactic — seen on the H200 at cfb5fe7: BERT INT8 ran without CUDA graphs), and reject a code two steps off."""
+    from tensorforge.builder.tactics import CODE_SLACK, _disagreement
+    torch.manual_seed(5)
+    x = (torch.randn(64, 768) * 3 + 0.5).half()
+    w, b = (torch.rand(768) + 0.5).half(), (torch.randn(768) * 0.1).half()
+    attrs = get_spec("LayerNormalizationQuantize").resolve_attrs({"q_scale": 0.011, "q_zero_point": 0,
+                                                                  "q_dtype": "int8"})
+    want = list(get_spec("LayerNormalizationQuantize").reference(x, w, b, **attrs))
+    got = list(layernorm(x, w, b, -1, 1e-5, rows=4, quant={"scale": 0.011, "zero_point": 0, "dtype": "int8"}))
+    slack = CODE_SLACK["LayerNormalizationQuantize"]
+    assert _disagreement(got, want, False, slack) is None
+    bad = got[1].clone()
+    bad[3, 7] = (bad[3, 7].to(torch.int16) + 2).clamp(-128, 127).to(torch.int8)
+    assert "codes" in _disagreement([got[0], bad], want, False, slack)
+    one = got[1].clone()                       # one code off on one element: accepted with the slack only
+    one[5, 9] = (one[5, 9].to(torch.int16) + (1 if one[5, 9] < 127 else -1)).to(torch.int8)
+    assert _disagreement([got[0], one], want, False, slack) is None
+    assert "integer" in _disagreement([got[0], one], want, False, ())

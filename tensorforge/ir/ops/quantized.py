@@ -36,10 +36,14 @@ _QUANT = {"x_dtype": REQUIRED, "x_scale": REQUIRED, "x_zero_point": 0, "w_scale"
 
 
 def quantize(t: torch.Tensor, scale: float, zero_point, dtype: str) -> torch.Tensor:
-    """ONNX QuantizeLinear of float32 `t` with a per-tensor scale (the QuantizeLinear reference)."""
+    """ONNX QuantizeLinear of float32 `t` with a per-tensor scale (the QuantizeLinear reference). The scale and zero
+    point are made on t's device by fill kernels, not copied from the host: a reference epilogue on CUDA stays
+    capturable in a CUDA graph."""
     dt = dtype_from_name(dtype)
-    zp = torch.tensor(zero_point, dtype=dt) if dt not in FLOAT8 else torch.zeros((), dtype=dt)
-    return get_spec("QuantizeLinear").reference(t.float(), torch.tensor(scale, dtype=torch.float32), zp)
+    zp = torch.zeros((), dtype=dt, device=t.device) if dt in FLOAT8 else torch.full((), zero_point, dtype=dt,
+                                                                                      device=t.device)
+    return get_spec("QuantizeLinear").reference(t.float(), torch.full((), scale, dtype=torch.float32, device=t.device),
+                                                zp)
 
 
 def dequantize(q: torch.Tensor, scale: float, zero_point) -> torch.Tensor:
