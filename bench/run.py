@@ -538,9 +538,11 @@ def _merge_previous(res: dict, old: dict) -> dict:
     res["gelu"] = [g for g in old.get("gelu", []) if g.get("dtype") not in have] + res["gelu"]
     res["build_cost"] = res.get("build_cost") or old.get("build_cost")
     models_with_rows = {r.get("model") for r in res["zoo"] if "error" not in r}
-    res["skipped"] = [s for s in old.get("skipped", []) + res["skipped"]
-                      if not any(s.startswith(p) for p in obsolete)
-                      and not any(s.startswith(f"{m} (all cases):") for m in models_with_rows)]
+    kept = [s for s in old.get("skipped", []) + res["skipped"]
+            if not any(s.startswith(p) for p in obsolete)
+            and not any(s.startswith(f"{m} (all cases):") for m in models_with_rows)]
+    last = {s.split(":", 1)[0]: s for s in kept}         # a case skipped by several runs: its latest reason, once
+    res["skipped"] = list(last.values())
     res["environment"]["earlier_runs"] = old["environment"].get("earlier_runs", []) + [old["environment"]]
     return res
 
