@@ -27,23 +27,14 @@ from tensorforge.ir import Layer, get_spec  # noqa: E402
 from tensorforge.kernels import quant_int_mm, triton_int8_gemm  # noqa: E402,F401
 from tensorforge.kernels.registry import candidates  # noqa: E402
 
+from quant_kernels import bench_ms  # noqa: E402  (the same event-timing loop)
+
 DEV = torch.device("cuda")
 
 
 def events_ms(fn, reps=30) -> float:
     """Median CUDA-event time of one call of `fn` after 3 warm-up calls (for callables that replay a graph)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
+    return bench_ms(fn, reps)
 
 
 def graph_ms(fn, reps=20) -> float:
