@@ -108,7 +108,10 @@ def _precision_table(rows: list[dict]) -> list[str]:
             continue
         trt = (f"{r['tensorrt_published_img_s']} img/s (ours {100 * r['fraction_of_tensorrt']:.0f}%)"
                if r.get("tensorrt_published_img_s") and r["batch"] >= 256 else "")
-        lines.append(f"| {r['model']} | {r['batch']} | {r['precision']} | {_ms(r.get('runner'))} | "
+        kept = r.get("layer_precisions")
+        label = r["precision"] + (f" ({len(kept.split(','))} layers at fp16: --layerPrecisions in the JSON)"
+                                  if kept else "")
+        lines.append(f"| {r['model']} | {r['batch']} | {label} | {_ms(r.get('runner'))} | "
                      f"{r.get('throughput_per_s')} | {r.get('speedup_vs_fp16') or '—'} | "
                      f"{summary(r.get('accuracy_vs_ort_fp32'))} | {_graph_cell(r)} | {trt} |")
     profiled = [r for r in rows if r.get("kernel_profile")]
