@@ -179,6 +179,18 @@ LAYERNORM_CONFIGS = [{"warps": 4}, {"warps": 8}, {"warps": 16}, {"warps": 2}, {"
                      {"warps": 8, "rows": 64, "strided": 1}]
 
 
+def _rowwise_run(layer, cfg, quant: dict | None = None):
+    """The row kernel for a LayerNorm layer's axis/epsilon and a tile config; with `quant`, [Y, Q(Y)]."""
+    axis, eps = int(layer.attrs.get("axis", -1)), float(layer.attrs.get("epsilon", 1e-5))
+    warps = int(cfg.get("warps", 4))
+    opts = dict(rows=int(cfg.get("rows", 1)), strided=bool(cfg.get("strided", 0)), quant=quant)
+
+    def run(inputs):
+        out = layernorm(inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, axis, eps, warps, **opts)
+        return [out] if quant is None else list(out)
+    return run
+
+
 @tactic("LayerNormalization", name="triton_rowwise", configs=LAYERNORM_CONFIGS, priority=10)
 class TritonLayerNorm:
     @staticmethod
@@ -190,14 +202,7 @@ class TritonLayerNorm:
 
     @staticmethod
     def build(layer, cfg, device):
-        axis, eps = int(layer.attrs.get("axis", -1)), float(layer.attrs.get("epsilon", 1e-5))
-        warps = int(cfg.get("warps", 4))
-
-        def run(inputs):
-            x = inputs[0]
-            return [layernorm(x, inputs[1], inputs[2] if len(inputs) > 2 else None, axis, eps, warps,
-                              rows=int(cfg.get("rows", 1)), strided=bool(cfg.get("strided", 0)))]
-        return run
+        return _rowwise_run(layer, cfg)
 
 
 @tactic("LayerNormalizationQuantize", name="triton_rowwise", configs=LAYERNORM_CONFIGS, priority=10)
@@ -216,12 +221,4 @@ class TritonLayerNormQuantize:
     @staticmethod
     def build(layer, cfg, device):
         a = layer.attrs
-        axis, eps = int(a.get("axis", -1)), float(a.get("epsilon", 1e-5))
-        quant = {"scale": a["q_scale"], "zero_point": a["q_zero_point"], "dtype": a["q_dtype"]}
-
-        def run(inputs):
-            y, q = layernorm(inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, axis, eps,
-                             int(cfg.get("warps", 4)), rows=int(cfg.get("rows", 1)),
-                             strided=bool(cfg.get("strided", 0)), quant=quant)
-            return [y, q]
-        return run
+        return _rowwise_run(layer, cfg, {"scale": a["q_scale"], "zero_point": a["q_zero_point"], "dtype": a["q_dtype"]})
