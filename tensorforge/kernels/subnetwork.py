@@ -19,7 +19,7 @@ import torch
 
 from ..ir import Network, get_spec
 from ..ir.interpret import as_outputs
-from ..ir.ops.control import body_kernels
+from ..ir.ops.control import body_kernels, loop_trips
 from ..util.cpu_threads import cpu_threads
 from .registry import candidates, tactic
 
@@ -151,31 +151,14 @@ def _loop(layer, device):
         return flags[key]
 
     def run(inputs):
-        """Loop(M, cond, *v0, *captured) as ir/ops/control.loop: trips while i < M and cond."""
-        max_trips, cond, rest = inputs[0], inputs[1], inputs[2:]
-        n_state = len(rest) - num_captured
-        state, captured = list(rest[:n_state]), list(rest[n_state:])
-        dev = _device_of([max_trips, cond, *rest], device)
-        limit = None if max_trips is None else int(max_trips.reshape(-1)[0].item())
-        going = True if cond is None else _truth(cond)
-        n_scan = len(body.outputs) - 1 - n_state
-        scans: list[list] = [[] for _ in range(n_scan)]
-        i = 0
-        with _one_thread_if_small(dev, body_max, rest):
-            while going and (limit is None or i < limit):
-                outs = program([counters.get(i, dev), flag(going, dev), *state, *captured])
-                going, state = _truth(outs[0]), outs[1:1 + n_state]
-                for k in range(n_scan):
-                    scans[k].append(outs[1 + n_state + k])
-                i += 1
-        stacked = []
-        for k, items in enumerate(scans):
-            if items:
-                stacked.append(torch.stack([t.to(dev) for t in items]))
-            else:
-                dtype = body.tensors[body.outputs[1 + n_state + k]].dtype or torch.float32
-                stacked.append(torch.empty((0,), dtype=dtype, device=dev))
-        return [*state, *stacked]
+        """Loop(M, cond, *v0, *captured) with ir/ops/control.loop's semantics (loop_trips): trips while i < M
+        and cond, each through the pre-planned body program."""
+        dev = _device_of(inputs, device)
+
+        def step(i, going, state, captured):
+            return program([counters.get(i, dev), flag(going, dev), *state, *captured])
+        with _one_thread_if_small(dev, body_max, inputs[2:]):
+            return list(loop_trips(inputs[0], inputs[1], inputs[2:], body, num_captured, step, dev))
     return run
 
 

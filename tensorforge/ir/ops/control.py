@@ -90,20 +90,19 @@ def _loop_infer(m, cond, *rest, body, num_captured):
     return _declared(body, body.outputs[1:])
 
 
-@op("Loop", attrs={"body": REQUIRED, "num_captured": 0}, infer=_loop_infer)
-def loop(max_trips, cond, *rest, body, num_captured):
-    """for i in range(M) while cond: (cond, *v, *scan) = body(i, cond, *v, *captured)."""
+def loop_trips(max_trips, cond, rest, body, num_captured, step, device) -> tuple:
+    """Loop's semantics, shared by the reference below and the body-program tactic (kernels/subnetwork.py):
+    for i in range(M) while cond: (cond, *v, *scan) = step(i, going, v, captured); returns (*v, *stacked scans).
+    `step` runs the body once (the reference builds fresh i/cond tensors, the tactic reuses its own)."""
     n_state = len(rest) - num_captured
     state, captured = list(rest[:n_state]), list(rest[n_state:])
-    device = _device_of([max_trips, cond, *rest])
     limit = None if max_trips is None else int(max_trips.reshape(-1)[0].item())
     going = True if cond is None else _truth(cond)
     n_scan = len(body.outputs) - 1 - n_state
     scans: list[list] = [[] for _ in range(n_scan)]
     i = 0
     while going and (limit is None or i < limit):
-        outs = run_network(body, [torch.tensor(i, dtype=torch.int64, device=device),
-                                  torch.tensor(going, device=device), *state, *captured], device)
+        outs = step(i, going, state, captured)
         going, state = _truth(outs[0]), outs[1:1 + n_state]
         for k in range(n_scan):
             scans[k].append(outs[1 + n_state + k])
@@ -116,6 +115,17 @@ def loop(max_trips, cond, *rest, body, num_captured):
             dtype = body.tensors[body.outputs[1 + n_state + k]].dtype or torch.float32
             stacked.append(torch.empty((0,), dtype=dtype, device=device))
     return (*state, *stacked)
+
+
+@op("Loop", attrs={"body": REQUIRED, "num_captured": 0}, infer=_loop_infer)
+def loop(max_trips, cond, *rest, body, num_captured):
+    """for i in range(M) while cond: (cond, *v, *scan) = body(i, cond, *v, *captured)."""
+    device = _device_of([max_trips, cond, *rest])
+
+    def step(i, going, state, captured):
+        return run_network(body, [torch.tensor(i, dtype=torch.int64, device=device),
+                                  torch.tensor(going, device=device), *state, *captured], device)
+    return loop_trips(max_trips, cond, rest, body, num_captured, step, device)
 
 
 # ---- Scan --------------------------------------------------------------------------------------
