@@ -53,43 +53,41 @@ class CpuReshape:
         return run
 
 
-@tactic("Unsqueeze", name="cpu_cached_shape", priority=5)
-class CpuUnsqueeze:
-    supports = staticmethod(_cpu_only)
-
-    @staticmethod
-    def build(layer, cfg, device):
-        ref = get_spec("Unsqueeze").reference
-        axes = _Parsed(lambda a: host_ints(a, "Unsqueeze axes"))
-
-        def run(inputs):
-            data, a = inputs[0], inputs[1] if len(inputs) > 1 else None
-            values = axes(a) if a is not None else None
-            if values is None or len(values) != 1:
-                return [ref(data, a)]
-            return [data.unsqueeze(norm_axis(values[0], data.dim() + 1))]
-        return run
+def _unsqueeze(data, axis: int):
+    return data.unsqueeze(norm_axis(axis, data.dim() + 1))
 
 
-@tactic("Squeeze", name="cpu_cached_shape", priority=5)
-class CpuSqueeze:
-    supports = staticmethod(_cpu_only)
+def _squeeze(data, axis: int):
+    axis = norm_axis(axis, data.dim())
+    if data.shape[axis] != 1:
+        raise ValueError(f"Squeeze axis {axis} has size {data.shape[axis]}, not 1")
+    return data.squeeze(axis)
 
-    @staticmethod
-    def build(layer, cfg, device):
-        ref = get_spec("Squeeze").reference
-        axes = _Parsed(lambda a: host_ints(a, "Squeeze axes"))
 
-        def run(inputs):
-            data, a = inputs[0], inputs[1] if len(inputs) > 1 else None
-            values = axes(a) if a is not None else None
-            if values is None or len(values) != 1:
-                return [ref(data, a)]
-            axis = norm_axis(values[0], data.dim())
-            if data.shape[axis] != 1:
-                raise ValueError(f"Squeeze axis {axis} has size {data.shape[axis]}, not 1")
-            return [data.squeeze(axis)]
-        return run
+def _single_axis(op: str, apply):
+    """A tactic for Unsqueeze/Squeeze with one axis (its axes input parsed once per tensor); other axes lists
+    go to the op's reference."""
+    class _SingleAxis:
+        supports = staticmethod(_cpu_only)
+
+        @staticmethod
+        def build(layer, cfg, device):
+            ref = get_spec(op).reference
+            axes = _Parsed(lambda a: host_ints(a, f"{op} axes"))
+
+            def run(inputs):
+                data, a = inputs[0], inputs[1] if len(inputs) > 1 else None
+                values = axes(a) if a is not None else None
+                if values is None or len(values) != 1:
+                    return [ref(data, a)]
+                return [apply(data, values[0])]
+            return run
+    _SingleAxis.__name__ = _SingleAxis.__qualname__ = f"Cpu{op}"
+    return tactic(op, name="cpu_cached_shape", priority=5)(_SingleAxis)
+
+
+CpuUnsqueeze = _single_axis("Unsqueeze", _unsqueeze)
+CpuSqueeze = _single_axis("Squeeze", _squeeze)
 
 
 @tactic("Gather", name="cpu_scalar_index", priority=5)
