@@ -14,6 +14,7 @@ from .base import Rule, rule_pass
 from .epilogue import per_channel_reason
 from .qdq import _ACTS, _activation_of, _acts, _q
 from .qdq_params import dequantized_constant, quantize_params
+from .qdq_pool import quantize_before_maxpool
 
 FUSED = "QuantizedConv|QuantizedConvTranspose|QuantizedMatMul"
 
@@ -83,10 +84,12 @@ _FUSE = rule_pass(*RULES)
 
 
 def fuse_quantized_epilogues(net, shape_points=None, rejections=None, **options) -> int:
-    """The pipeline pass (only when the network has quantized ops)."""
-    if not any(layer.op in anchor_ops() for layer in net.layers):
+    """The pipeline pass (only when the network has Q/DQ or quantized ops): MaxPools moved onto int8 codes first
+    (qdq_pool.py), then the epilogue rule."""
+    if not any(layer.op in anchor_ops() or layer.op == "QuantizeLinear" for layer in net.layers):
         return 0
-    return _FUSE(net, shape_points=shape_points, rejections=rejections, **options)
+    moved = quantize_before_maxpool(net, shape_points=shape_points, rejections=rejections)
+    return moved + _FUSE(net, shape_points=shape_points, rejections=rejections, **options)
 
 
 def anchor_ops() -> set[str]:
