@@ -6,6 +6,8 @@ bodies are not timed. If, Loop and Scan (Scan-9+ form) compile each body once in
 slots, the body's constants on the device once, each layer's kernel with its input and output slot numbers, and
 every slot cleared after its last reader — so a trip is one list copy and the kernel calls, with no name lookups,
 no dict built, no constant moved and no trip-counter tensor made again (counters are made once per index and kept).
+Layers that read only captured tensors and constants, and a Loop's row-lifted layers (X[i]·W computed as (X·W)[i]
+for all trips at once), run once per call in the program's prelude (kernels/body_program.py).
 Their control logic (which branch; trip count and condition; slicing and stacking) follows the op references of
 ir/ops/control.py exactly. On the CPU a Loop or Scan whose tensors are all small runs its trips on one intra-op
 thread (`_one_thread_if_small`). SequenceMap, FlexAttention and Scan-8 (batch_axis) run the reference's control logic
@@ -21,6 +23,7 @@ from ..ir import Network, get_spec
 from ..ir.interpret import as_outputs
 from ..ir.ops.control import body_kernels, loop_trips
 from ..util.cpu_threads import cpu_threads
+from .body_program import BodyProgram
 from .registry import candidates, tactic
 
 _OPS = ("If", "Loop", "Scan", "SequenceMap", "FlexAttention")
@@ -57,62 +60,8 @@ def _kernels(net: Network, device) -> list:
     return kernels
 
 
-class BodyProgram:
-    """`net` compiled once: program(inputs) → the body's outputs, inputs one per net.inputs in order.
-
-    Slot 0 is the sink for absent outputs, slot 1 always None (absent optional inputs); then the constants (on
-    `device`, moved once), the inputs, and one slot per value a layer produces. Per call: one copy of the slot
-    template, the inputs written into their slots, each kernel run on its input slots, slots freed after their
-    last reader (the body's outputs are kept)."""
-
-    def __init__(self, net: Network, device, kernels: list):
-        table: dict[str, int] = {}
-        template: list = [None, None]
-
-        def slot(name, value=None):
-            if name not in table:
-                table[name] = len(template)
-                template.append(value)
-            return table[name]
-        for name, t in net.constants.items():
-            slot(name, t.to(device))
-        self.in_slots = tuple(slot(n) for n in net.inputs)
-        last: dict[str, int] = {}
-        for index, layer in enumerate(net.layers):
-            for i in layer.inputs:
-                if i:
-                    last[i] = index
-        keep = set(net.outputs) | set(net.constants)
-        program = []
-        for index, (layer, kernel) in enumerate(zip(net.layers, kernels)):
-            missing = [i for i in layer.inputs if i and i not in table]
-            if missing:
-                raise ValueError(f"body layer {layer.name!r} reads {missing[0]!r}, which nothing before it produces")
-            ins = tuple(table[i] if i else 1 for i in layer.inputs)
-            outs = tuple(slot(o) if o else 0 for o in layer.outputs)
-            frees = tuple(table[n] for n in dict.fromkeys(layer.inputs) if n and last.get(n) == index and n not in keep)
-            program.append((kernel, ins, outs, frees))
-        missing = [n for n in net.outputs if n not in table]
-        if missing:
-            raise ValueError(f"body output {missing[0]!r} is produced by no layer and is no input or constant")
-        self.program = tuple(program)
-        self.template = template
-        self.out_slots = tuple(table[n] for n in net.outputs)
-
-    def __call__(self, inputs) -> list:
-        slots = self.template[:]
-        for s, v in zip(self.in_slots, inputs):
-            slots[s] = v
-        for kernel, ins, outs, frees in self.program:
-            for s, t in zip(outs, kernel([slots[i] for i in ins])):
-                slots[s] = t
-            for s in frees:
-                slots[s] = None
-        return [slots[s] for s in self.out_slots]
-
-
 def _truth(t) -> bool:
-    return bool(t.reshape(-1)[0].item())
+    return bool(t.item() if t.numel() == 1 else t.reshape(-1)[0].item())
 
 
 def _device_of(values, default):
@@ -139,8 +88,13 @@ class _Counters:
 
 def _loop(layer, device):
     body: Network = layer.attrs["body"]
-    program = BodyProgram(body, device, _kernels(body, device))
+    kernels = _kernels(body, device)
     num_captured = int(layer.attrs.get("num_captured", 0))
+    captured = body.inputs[len(body.inputs) - num_captured:] if num_captured else []
+    # trip-invariant layers and row-lifted ones (X[i]·W → (X·W)[i]) run once per call (kernels/body_program.py)
+    hoisted = BodyProgram(body, device, kernels, invariant=captured, counter=body.inputs[0])
+    plain = hoisted if not hoisted.lifted and not any(len(s) == 4 for s in hoisted.prelude_steps) else \
+        BodyProgram(body, device, kernels, invariant=captured, hoist=False)
     counters, flags = _Counters(), {}
     body_max = _largest_constant(body)
 
@@ -152,12 +106,17 @@ def _loop(layer, device):
 
     def run(inputs):
         """Loop(M, cond, *v0, *captured) with ir/ops/control.loop's semantics (loop_trips): trips while i < M
-        and cond, each through the pre-planned body program."""
+        and cond, each through the pre-planned body program; its prelude once per call."""
         dev = _device_of(inputs, device)
-
-        def step(i, going, state, captured):
-            return program([counters.get(i, dev), flag(going, dev), *state, *captured])
+        limit = None if inputs[0] is None else int(inputs[0].reshape(-1)[0].item())
+        cap = inputs[len(inputs) - num_captured:] if num_captured else []
         with _one_thread_if_small(dev, body_max, inputs[2:]):
+            program, base = hoisted, hoisted.prelude(cap, limit)
+            if base is None:                      # a lift's run-time shapes did not hold: the plain program
+                program, base = plain, plain.prelude(cap, limit)
+
+            def step(i, going, state, captured):
+                return program.trip(base, i, [counters.get(i, dev), flag(going, dev), *state])
             return list(loop_trips(inputs[0], inputs[1], inputs[2:], body, num_captured, step, dev))
     return run
 
@@ -176,8 +135,9 @@ def _if(layer, device):
 def _scan(layer, device):
     a = layer.attrs
     body: Network = a["body"]
-    program = BodyProgram(body, device, _kernels(body, device))
     num_scan, num_captured = int(a["num_scan_inputs"]), int(a.get("num_captured", 0))
+    captured_names = body.inputs[len(body.inputs) - num_captured:] if num_captured else []
+    program = BodyProgram(body, device, _kernels(body, device), invariant=captured_names)
     body_max = _largest_constant(body)
 
     def run(ins):
@@ -193,9 +153,10 @@ def _scan(layer, device):
         ys: list[list] = [[] for _ in range(n_out)]
         per_step = [x.select(ax, 0) for x, ax in zip(xs, in_axes)] if steps else []
         with _one_thread_if_small(xs[0].device if xs else device, body_max, [*state, *per_step, *captured]):
+            base = program.prelude(captured)      # captured-only layers once per call
             for t in range(steps):
                 slices = [x.select(ax, steps - 1 - t if d else t) for x, ax, d in zip(xs, in_axes, in_dirs)]
-                outs = program([*state, *slices, *captured])
+                outs = program.trip(base, t, [*state, *slices])
                 state = outs[:n_state]
                 for k in range(n_out):
                     ys[k].append(outs[n_state + k])
