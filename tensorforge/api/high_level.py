@@ -21,6 +21,7 @@ from ..util.cpu_threads import check_threads, cpu_threads
 from ..util.device import resolve_device
 from ..util.errors import InputError, UsageError
 from ..util.fileio import atomic_write
+from ..util.values import TensorSequence
 
 if TYPE_CHECKING:
     from ..builder import BuilderConfig
@@ -157,7 +158,7 @@ class Engine:
             with ctx._gate():             # the device → host copy below synchronises: not during another's capture
                 out = ctx.run(tensors)
                 if numpy_in:
-                    return {k: v.detach().cpu().numpy() for k, v in out.items()}
+                    return {k: _to_numpy(v) for k, v in out.items()}
                 return out
         finally:
             self._give_back(ctx)
@@ -170,6 +171,16 @@ class Engine:
         out = self.run(dict(zip(names, args)))
         values = [out[n] for n in self.output_names]
         return values[0] if len(values) == 1 else tuple(values)
+
+
+def _to_numpy(value):
+    """An output for a numpy caller: tensors (and a sequence's tensors) → numpy; Python values (string labels,
+    ZipMap's list of dicts: ir/ops/ml_zipmap.py) as they are."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if isinstance(value, TensorSequence):
+        return [t.detach().cpu().numpy() for t in value]
+    return value
 
 
 def _to_tensor(name, value) -> torch.Tensor:

@@ -20,6 +20,7 @@ from ..util.fileio import read_bytes
 from . import importers  # noqa: F401  (registers the built-in importers)
 from .attributes import check_attributes, node_attributes
 from .context import ImportContext, NodeView
+from .importers.ml import check_value_outputs
 from .plugins import import_plugin_node, override_importer
 from .registry import lookup, supported_versions
 from .tensors import to_torch, torch_dtype
@@ -174,8 +175,9 @@ def import_graph(graph: onnx.GraphProto, opsets: dict[str, int], base_dir: str |
             net.tensors[vi.name].dtype = net.tensors[resolved].dtype
             resolved = layer.outputs[0]
         net.mark_output(resolved)
-        if vi.type.tensor_type.elem_type:
+        if vi.type.tensor_type.elem_type not in (0, onnx.TensorProto.STRING):   # strings: ir/ops/ml_zipmap.py
             net.tensors[resolved].dtype = torch_dtype(vi.type.tensor_type.elem_type, f"output {vi.name!r}: ")
+    check_value_outputs(net)            # string labels / ZipMap maps reach graph outputs only (importers/ml.py)
     found = problems(net)
     if found:
         raise ModelError(f"the model's graph is malformed: {found[0]}", "check the exporter's output with onnx.checker")

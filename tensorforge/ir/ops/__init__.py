@@ -9,7 +9,7 @@ from . import conv, pool, norm, linalg, nn_misc, resize  # noqa: F401,E401
 from . import shape, indexing, reduce, tensor_misc  # noqa: F401,E401
 from . import control, sequence, quant, random, bitwise, detection, rnn, signal, extra  # noqa: F401,E401
 from . import loss, attention, sequence_models, spatial, ml, training  # noqa: F401,E401
-from . import ml_linear, ml_svm, ml_trees  # noqa: F401,E401  (ai.onnx.ml models: linear, SVM, tree ensembles)
+from . import ml_linear, ml_svm, ml_trees, ml_zipmap  # noqa: F401,E401  (ai.onnx.ml: linear, SVM, trees, ZipMap)
 from . import contrib  # noqa: F401  (onnxruntime com.microsoft ops that are new math)
 from . import contrib_quant  # noqa: F401  (com.microsoft QGemm, DynamicQuantizeLSTM with onnxruntime's rounding)
 from . import contrib_attention  # noqa: F401  (com.microsoft MultiHeadAttention, GroupQueryAttention)

@@ -1,8 +1,9 @@
 """Importers for ai.onnx.ml (the classic-ML ops skl2onnx and onnxmltools write) → ir/ops/ml*.py.
 
 Tree ensembles of every encoding (TreeEnsembleRegressor/Classifier 1 and 3, TreeEnsemble 5) become one canonical
-IR op (ml_trees.py docstring). Engines hold numeric tensors: string class labels, string categories and ZipMap's
-sequence of maps are refused with what to do instead (integer labels; zipmap=False in skl2onnx/onnxmltools).
+IR op (ml_trees.py docstring). A classifier with string class labels computes class indices and ends in a
+ClassLabelStrings layer; ZipMap becomes a ZipMap layer (ml_zipmap.py: Python values, engine outputs only).
+String categories (LabelEncoder, OneHotEncoder) are refused with what to do instead.
 """
 
 from ...ir import dtype_name
@@ -16,15 +17,28 @@ _AGG5 = {0: "AVERAGE", 1: "SUM", 2: "MIN", 3: "MAX"}
 _POST5 = {0: "NONE", 1: "SOFTMAX", 2: "LOGISTIC", 3: "SOFTMAX_ZERO", 4: "PROBIT"}
 
 
+ZIPMAP_HINT = ("convert with zipmap=False (skl2onnx options={'zipmap': False}, onnxmltools zipmap=False): the "
+               "probabilities are then one tensor with a column per class, in classlabels order")
+
+
 def _refuse(node, what, hint):
     raise UnsupportedOpError(f"{node.where()}: {what}", hint)
 
 
-def _int_labels(node, key="classlabels_int64s"):
-    if node.attrs.get("classlabels_strings"):
-        _refuse(node, "string class labels (engines hold numeric tensors only)",
-                "train on integer-encoded labels (sklearn LabelEncoder on y) and map the indices back yourself")
-    return list(node.attrs.get(key) or [])
+def _labels(node, key="classlabels_int64s"):
+    """(integer labels the op computes, string labels or None): string labels make the op compute class indices."""
+    strings = node.attrs.get("classlabels_strings")
+    if strings:
+        return list(range(len(strings))), [str(s) for s in strings]
+    return list(node.attrs.get(key) or []), None
+
+
+def _classifier(ctx, op, inputs, attrs, strings):
+    """The classifier layer's (labels, scores); with string labels the labels pass through ClassLabelStrings."""
+    label, scores = ctx.add(op, inputs, attrs, num_outputs=2)
+    if strings is not None:
+        label = ctx.add1("ClassLabelStrings", [label], {"labels": strings})
+    return [label, scores]
 
 
 def _floats(attrs, name):
@@ -78,10 +92,11 @@ def import_label_encoder(ctx, node, inputs):
 def import_linear_classifier(ctx, node, inputs):
     """x·Wᵀ + b, post_transform, arg-max label (integer labels)."""
     a = node.attrs
+    labels, strings = _labels(node, "classlabels_ints")
     attrs = {"coefficients": list(a["coefficients"]), "intercepts": list(a.get("intercepts") or []),
-             "classlabels_ints": _int_labels(node, "classlabels_ints"), "multi_class": a.get("multi_class", 0),
+             "classlabels_ints": labels, "multi_class": a.get("multi_class", 0),
              "post_transform": a.get("post_transform", "NONE")}
-    return ctx.add("LinearClassifier", inputs, attrs, num_outputs=2)
+    return _classifier(ctx, "LinearClassifier", inputs, attrs, strings)
 
 
 @importer("LinearRegressor", versions=(1,), domain=ML)
@@ -147,9 +162,10 @@ def import_svm_classifier(ctx, node, inputs):
         _refuse(node, "SVMClassifier with Platt probabilities (prob_a/prob_b) is not implemented",
                 "export the SVC with probability=False (labels and decision scores are supported)")
     attrs = {k: list(a.get(k) or []) for k in _SVM}
-    attrs.update(classlabels_ints=_int_labels(node, "classlabels_ints"), kernel_type=a.get("kernel_type", "LINEAR"),
+    labels, strings = _labels(node, "classlabels_ints")
+    attrs.update(classlabels_ints=labels, kernel_type=a.get("kernel_type", "LINEAR"),
                  post_transform=a.get("post_transform", "NONE"), vectors_per_class=list(a.get("vectors_per_class") or []))
-    return ctx.add("SVMClassifier", inputs, attrs, num_outputs=2)
+    return _classifier(ctx, "SVMClassifier", inputs, attrs, strings)
 
 
 @importer("SVMRegressor", versions=(1,), domain=ML)
@@ -164,10 +180,12 @@ def import_svm_regressor(ctx, node, inputs):
 
 @importer("ZipMap", versions=(1,), domain=ML)
 def import_zipmap(ctx, node, inputs):
-    """refused: a sequence of maps (convert with zipmap=False)."""
-    _refuse(node, "ZipMap returns a sequence of maps; engines return tensors",
-            "convert without it (skl2onnx options={'zipmap': False}, onnxmltools zipmap=False): the probability "
-            "tensor has one column per class, in classlabels order")
+    """→ a list of {class: probability} dicts, one per row (a graph output only: ir/ops/ml_zipmap.py)."""
+    keys = node.attrs.get("classlabels_strings") or node.attrs.get("classlabels_int64s")
+    if not keys:
+        _refuse(node, "ZipMap without classlabels_strings or classlabels_int64s", ZIPMAP_HINT)
+    keys = [str(k) for k in keys] if node.attrs.get("classlabels_strings") else [int(k) for k in keys]
+    return [ctx.add1("ZipMap", inputs, {"keys": keys})]
 
 
 def _canonical_v3(node, prefix: str) -> dict:
@@ -218,9 +236,9 @@ def import_tree_ensemble_regressor(ctx, node, inputs):
 def import_tree_ensemble_classifier(ctx, node, inputs):
     """→ canonical tree ensemble; labels and probabilities as onnxruntime."""
     attrs = _canonical_v3(node, "class")
-    labels = _int_labels(node)
+    labels, strings = _labels(node)
     attrs.update(classlabels=labels, n_targets=len(labels))
-    return ctx.add("TreeEnsembleClassifier", inputs, attrs, num_outputs=2)
+    return _classifier(ctx, "TreeEnsembleClassifier", inputs, attrs, strings)
 
 
 @importer("TreeEnsemble", versions=(5,), domain=ML)
@@ -254,3 +272,31 @@ def import_tree_ensemble(ctx, node, inputs):
              "post_transform": _POST5[a.get("post_transform", 0)],
              "sum_dtype": dtype_name(a["leaf_weights"].dtype) if hasattr(a["leaf_weights"], "dtype") else "float64"}
     return [ctx.add1("TreeEnsembleRegressor", inputs, attrs)]
+
+
+VALUE_OPS = ("ClassLabelStrings", "ZipMap")
+
+
+def check_value_outputs(net) -> None:
+    """String labels and ZipMap's maps are Python values (ir/ops/ml_zipmap.py): they may only reach the engine's
+    outputs (through Identity layers). Any other reader is refused here, at parse time, naming the ONNX node."""
+    readers: dict[str, list] = {}
+    for layer in net.layers:
+        for i in layer.inputs:
+            readers.setdefault(i, []).append(layer)
+    for layer in net.layers:
+        if layer.op not in VALUE_OPS:
+            continue
+        todo = list(layer.outputs)
+        while todo:
+            name = todo.pop()
+            users = readers.get(name, [])
+            bad = [u for u in users if u.op != "Identity"]
+            if bad:
+                what = "string class labels" if layer.op == "ClassLabelStrings" else "ZipMap's list of dicts"
+                node = layer.origin[0] if layer.origin else layer.name
+                hint = ("train the classifier on integer labels (sklearn LabelEncoder on y): they stay a tensor"
+                        if layer.op == "ClassLabelStrings" else ZIPMAP_HINT)
+                raise UnsupportedOpError(f"node {node!r}: {what} can only be a graph output, here "
+                                         f"{bad[0].op} ({', '.join(bad[0].origin)}) reads them", hint)
+            todo += [o for u in users for o in u.outputs]
