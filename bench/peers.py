@@ -8,6 +8,8 @@ Entry points: `time_peers(model, inputs, selected, time_fn, log)` → {peer name
                                           constant-folded, as our ONNX input already is), captured;
     max-autotune+graph                    mode="max-autotune-no-cudagraphs" with freezing, captured (slow: ≈ 270 s
                                           for resnet50, so run.py runs it only on a named subset).
+`tf-backend` (BACKEND) is ours — torch.compile(backend="tensorforge"), timed by backend_runner.py — so `strongest`
+leaves it out with "tensorforge".
 Each compiled peer starts from a reset dynamo/inductor state and is timed before the next is built: a reset frees the
 compiled module (its frozen constants included), which a captured graph of it still reads. `freezing` is a global
 config, set only inside `inductor_freezing(...)` and restored on exit. A peer that fails is reported with its
@@ -24,6 +26,9 @@ COMPILED = {  # peer family → (torch.compile mode, freezing, names it yields)
     "max-autotune": ("max-autotune-no-cudagraphs", True, ("max-autotune+graph",)),
 }
 CONTINUITY = "compile+graph"     # the peer every earlier run reported against
+BACKEND = "tf-backend"           # ours through torch.compile(backend="tensorforge"): a runner, never a peer
+OURS = ("tensorforge", BACKEND)
+RESELECT_MAX_AUTOTUNE = False    # run.py --prewarmed: max-autotune chooses its kernels again here (idle GPU)
 
 
 def _first_line(e: BaseException) -> str:
@@ -75,9 +80,11 @@ def _sync(device_is_cuda: bool) -> None:
         torch.cuda.synchronize()
 
 
-def time_peers(model, inputs: tuple, selected: list[str], time_fn, log=print, cuda: bool = True) -> dict:
+def time_peers(model, inputs: tuple, selected: list[str], time_fn, log=print, cuda: bool = True,
+               profile=None) -> dict:
     """Time every peer in `selected` (names from PEERS) on `inputs` (static device tensors). `time_fn(fn)` → stats
-    dict. Graph peers need `cuda`; on the CPU they are reported as not applicable."""
+    dict. Graph peers need `cuda`; on the CPU they are reported as not applicable. `profile(name, replay)`, when
+    given, is called for each compiled peer's CUDA graph right after it is timed (kernel profiles of a row)."""
     import torch
     out: dict = {}
 
@@ -97,7 +104,7 @@ def time_peers(model, inputs: tuple, selected: list[str], time_fn, log=print, cu
             continue
         reset_compiler()
         try:
-            out.update(_compiled_peer(model, inputs, mode, freezing, wanted, time_fn, cuda))
+            out.update(_compiled_peer(model, inputs, mode, freezing, wanted, time_fn, cuda, profile))
         except Exception as e:  # noqa: BLE001 - reported in the results, the run goes on
             out.update({n: {"error": f"torch.compile failed: {_first_line(e)}"} for n in wanted})
         finally:
@@ -114,24 +121,31 @@ def _fmt(st: dict) -> str:
     return f"{st['median_ms']:.4f} ms (spread {st['spread_pct']}%{extra})"
 
 
-def _graph_peer(fn, time_fn, cuda: bool) -> dict:
+def _graph_peer(fn, time_fn, cuda: bool, name: str = "", profile=None) -> dict:
     if not cuda:
         return {"error": "no CUDA graphs on the CPU"}
     try:
         replay = capture(fn)
     except Exception as e:  # noqa: BLE001
         return {"error": f"capture failed: {_first_line(e)}"}
-    return time_fn(replay)
+    st = time_fn(replay)
+    if profile is not None:
+        profile(name, replay)
+    return st
 
 
-def _compiled_peer(model, inputs, mode, freezing, wanted, time_fn, cuda) -> dict:
+def _compiled_peer(model, inputs, mode, freezing, wanted, time_fn, cuda, profile=None) -> dict:
     """Compile, time the first call (compile time), time the plain call and/or its CUDA graph, all inside the
     freezing context (guards that fail later would otherwise recompile without it)."""
     import torch
     out: dict = {}
     # freezing folds weights only without autograd: no_grad is inductor's documented inference path for it
     grad_ctx = torch.no_grad if freezing else torch.inference_mode
-    with inductor_freezing(freezing):
+    reselect = contextlib.nullcontext()
+    if mode and RESELECT_MAX_AUTOTUNE:     # a prewarmed FX graph would carry the choices made under the prewarm's load
+        import torch._inductor.config as cfg
+        reselect = cfg.patch(fx_graph_cache=False)
+    with inductor_freezing(freezing), reselect:
         compiled = torch.compile(model, mode=mode) if mode else torch.compile(model)
 
         def call():
@@ -146,7 +160,7 @@ def _compiled_peer(model, inputs, mode, freezing, wanted, time_fn, cuda) -> dict
         _sync(cuda)
         for name in wanted:
             if name.endswith("+graph"):
-                out[name] = _graph_peer(call, time_fn, cuda)
+                out[name] = _graph_peer(call, time_fn, cuda, name, profile)
             else:
                 out[name] = time_fn(call)
             if "error" not in out[name]:
@@ -191,7 +205,7 @@ def torch_peers(model, inputs: tuple, use_compile: bool = True) -> dict:
     return peers
 
 
-def strongest(runners: dict, exclude=("tensorforge",)) -> tuple[str | None, float | None]:
+def strongest(runners: dict, exclude=OURS) -> tuple[str | None, float | None]:
     """The fastest peer that produced a time: (name, median ms), or (None, None) when none did.
     Ties go to the earlier peer in PEERS order (a stable choice)."""
     order = {n: i for i, n in enumerate(PEERS)}
@@ -204,10 +218,16 @@ def strongest(runners: dict, exclude=("tensorforge",)) -> tuple[str | None, floa
 
 
 def ratios(runners: dict) -> dict:
-    """tensorforge ÷ the strongest peer, and ÷ compile+graph (continuity with earlier runs)."""
+    """tensorforge ÷ the strongest peer, and ÷ compile+graph (continuity with earlier runs); the torch.compile
+    backend runner ÷ the strongest peer too, when it ran."""
     tf = runners.get("tensorforge", {}).get("median_ms")
     name, best = strongest(runners)
     cont = runners.get(CONTINUITY, {}).get("median_ms")
-    return {"strongest_peer": name, "strongest_peer_ms": best,
-            "ratio_vs_strongest": round(tf / best, 3) if tf and best else None,
-            "ratio_vs_compile_graph": round(tf / cont, 3) if tf and cont else None}
+    be = runners.get(BACKEND, {}).get("median_ms")
+    out = {"strongest_peer": name, "strongest_peer_ms": best,
+           "ratio_vs_strongest": round(tf / best, 3) if tf and best else None,
+           "ratio_vs_compile_graph": round(tf / cont, 3) if tf and cont else None}
+    if be:
+        out["backend_vs_strongest"] = round(be / best, 3) if best else None
+        out["backend_vs_onnx_engine"] = round(be / tf, 3) if tf else None
+    return out

@@ -56,6 +56,17 @@ def parse(argv):
     p.add_argument("--ort-threads", type=int, default=8)
     p.add_argument("--keep-caches", action="store_true", help="keep Triton's and inductor's on-disk caches (default: "
                    "a new folder per run, so cold builds and compile times are cold)")
+    p.add_argument("--backend", action="store_true", help="fp16 zoo rows also time torch.compile(backend="
+                   "\"tensorforge\") (runner tf-backend, beside our ONNX engine and the peers)")
+    p.add_argument("--kernel-profiles", action="store_true", help="fp16 zoo rows (CUDA) also record kernel profiles of our "
+                   "engine and each compiled peer (torch.profiler over 10 graph replays, after timing)")
+    p.add_argument("--prewarmed", default=None, metavar="DIR", help="use the caches and exports bench/prewarm.py "
+                   "filled in DIR (compiles then hit warm caches; autotuning and tactic timing still run here); the "
+                   "build-cost table's cold columns come from the prewarm's own measurements")
+    p.add_argument("--resume", action="store_true", help="with --append: skip every case whose row the earlier results "
+                   "already hold from a run of the same --label (a run of record spread over several commands)")
+    p.add_argument("--no-plots", action="store_true", help="write json and md only (plots: `python bench/report.py "
+                   "FILE.json` later)")
     p.add_argument("--plan", action="store_true", help="print the cases and their estimated times, run nothing")
     p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     p.add_argument("--stem", default=None, help="results file name (default: the GPU's name)")
@@ -134,17 +145,18 @@ def make_plan(args) -> list[dict]:
     models = args.models_list if "zoo" not in args.skips else []
     # part-major: every model's fp16 rows first (the tables of record), then the slower extras; a model's timing
     # cache lives for the whole run, so its precision rows still rebuild fp16 from a warm cache
-    cases += [{"kind": "export", "model": m, "est": plan.export_s(m)} for m in models]
+    warm = bool(args.prewarmed)
+    cases += [{"kind": "export", "model": m, "est": 1.0 if warm else plan.export_s(m)} for m in models]
     if "fp16" in args.parts:
         slow = []
         for m in models:
             if "build" not in args.skips:
-                cases.append({"kind": "build", "model": m, "est": plan.build_cost_s(m)})
+                cases.append({"kind": "build", "model": m, "est": plan.build_cost_s(m, warm)})
             for b in args.batches_list:
                 mat = (m, b, "fp16") in args.max_autotune_set
                 prebuilt = b == 1 and "build" not in args.skips
                 case = {"kind": "zoo", "model": m, "batch": b, "dtype": "fp16", "max_autotune": mat,
-                        "est": plan.zoo_case_s(m, b, "fp16", peers, mat, prebuilt)}
+                        "est": plan.zoo_case_s(m, b, "fp16", peers, mat, prebuilt, warm, args.backend)}
                 (slow if mat and b != 1 else cases).append(case)     # max-autotune cases after the others
         cases += slow
     if args.real_models and "build" not in args.skips:      # real-model build costs: right after the fp16 part
@@ -171,7 +183,7 @@ def make_plan(args) -> list[dict]:
             for b in args.batches_list:
                 mat = (m, b, "fp32") in args.max_autotune_set
                 cases.append({"kind": "zoo", "model": m, "batch": b, "dtype": "fp32", "max_autotune": mat,
-                              "est": plan.zoo_case_s(m, b, "fp32", peers, mat)})
+                              "est": plan.zoo_case_s(m, b, "fp32", peers, mat, False, warm)})
     for c in cases:
         c["peers"] = peers + (["max-autotune+graph"] if c.get("max_autotune") else [])
     return cases
@@ -208,7 +220,10 @@ def main(argv=None) -> int:
         print(f"bench/run.py: {e}", file=sys.stderr)
         return 2
     args.precision_batches_for = lambda m: _ints(args.precision_batches) + args.extra.get(m, [])
-    if not args.keep_caches and not args.plan:   # cold builds and compile times: new on-disk kernel caches, set
+    if args.prewarmed and not args.plan:         # bench/prewarm.py's caches (set before torch/triton are imported)
+        import prewarm
+        os.environ.update(prewarm.cache_env(args.prewarmed))
+    elif not args.keep_caches and not args.plan:   # cold builds and compile times: new on-disk kernel caches, set
         fresh = tempfile.mkdtemp(prefix="tf-bench-caches-")       # before torch/triton are imported
         os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(fresh, "triton"))
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(fresh, "inductor"))
@@ -259,6 +274,26 @@ class Runner:
         self.previous = _load(os.path.join(args.out_dir, f"{self.stem}.json")) if args.append else None
         self.previous32 = _load(os.path.join(args.out_dir, f"{self.stem}-fp32.json")) if args.append else None
         self.work = tempfile.mkdtemp(prefix="tf-bench-")
+        self.prewarm = None
+        if args.prewarmed:
+            self._use_prewarm(args.prewarmed)
+
+    def _use_prewarm(self, folder: str) -> None:
+        """Warm compile caches, but every choice made again here: inductor's autotune cache off (its configs and
+        max-autotune's kernels are re-benchmarked on this idle GPU), and our builds keep their new timing caches."""
+        import torch._inductor.config as inductor_config
+
+        import peers
+        import prewarm
+        inductor_config.autotune_local_cache = False
+        peers.RESELECT_MAX_AUTOTUNE = True
+        self.prewarm = prewarm.load_summary(folder) or {"results": {}, "note": "no prewarm.json in " + folder}
+        note = {k: v for k, v in self.prewarm.items() if k != "results"}
+        note["jobs_ok"] = sorted(k for k, v in self.prewarm["results"].items() if v.get("status") == "ok")
+        note["jobs_not_ok"] = {k: v.get("status") for k, v in self.prewarm["results"].items()
+                               if v.get("status") != "ok"}
+        for res in (self.res, self.res32):
+            res["environment"]["prewarm"] = note
 
     def log(self, msg: str) -> None:
         print(f"[{time.perf_counter() - self.t_start:7.1f}s] {msg}", flush=True)
@@ -272,8 +307,13 @@ class Runner:
     def run(self) -> int:
         exports: dict = {}
         engines: dict = {}      # model → the cold-built batch-1 fp16 engine (build cost) for its zoo row
+        done = self._done_before() if self.args.resume else set()
+        wanted_models = {c.get("model") for c in self.cases if c["kind"] != "export" and _case_key(c) not in done}
         for case in self.cases:
             kind = case["kind"]
+            if _case_key(case) in done or (kind == "export" and case["model"] not in wanted_models):
+                self.log(f"{describe(case)}: measured earlier in this run of record ({self.args.label}), kept")
+                continue
             try:
                 getattr(self, f"_{kind}")(case, exports, engines)
             except Exception as e:  # noqa: BLE001 - recorded, the run goes on
@@ -283,12 +323,26 @@ class Runner:
             self.write(plots=False)
         for res in (self.res, self.res32):
             res["environment"]["total_seconds"] = round(time.perf_counter() - self.t_start, 1)
-        files = self.write(plots=True)
+        files = self.write(plots=not self.args.no_plots)
         self.log("wrote " + ", ".join(files))
         import report
         for res in self.outputs():
             print(report.markdown(res))
         return 0
+
+    def _done_before(self) -> set:
+        """Case keys (_case_key) of rows the --append files already hold from this --label, without an error."""
+        done = set()
+        for old in (self.previous, self.previous32):
+            for row in _rows_of(old or {}):
+                if row.get("run") == self.args.label and "error" not in row:
+                    done.add(_row_key(row))
+        if sum(1 for k in done if k[0] == "gelu-dtype") >= 2:
+            done.add(("gelu",))
+        for model in {k[1] for k in done if k[0] == "dynamic-point"}:
+            if {k[2] for k in done if k[0] == "dynamic-point" and k[1] == model} >= {"min", "opt", "max"}:
+                done.add(("dynamic", model))
+        return done
 
     # ---- cases ---------------------------------------------------------------------------------
     def _gelu(self, case, exports, engines):
@@ -310,7 +364,11 @@ class Runner:
         name = case["model"]
         t0 = time.perf_counter()
         module = zoo.make(name)
-        data, exporter = zoo.export(name, module, os.path.join(self.work, f"{name}.onnx"))
+        cached = None
+        if self.args.prewarmed:
+            import prewarm
+            cached = prewarm.load_export(self.args.prewarmed, name)
+        data, exporter = cached or zoo.export(name, module, os.path.join(self.work, f"{name}.onnx"))
         exports[name] = (module, data, exporter)
         self.log(f"{name}: exported with {exporter} in {time.perf_counter() - t0:.1f} s")
 
@@ -327,6 +385,8 @@ class Runner:
         out, engine = build_cost.run_case(exports[name][1], {"input": shape}, True, self.log, self.args.device,
                                           self._cache(name, "fp16"), label=name)
         out.update({"model": name, "batch": 1, "source": "zoo"})
+        if self.prewarm is not None:
+            self._prewarm_costs(name, out)
         engines[name] = engine
         self.res["build_costs"].append(out)
         if name == "resnet50":                       # the single-model entry of earlier runs (kept for readers)
@@ -346,15 +406,36 @@ class Runner:
         row = zoo_case.run_case(name, module, data, dtype, batch, self.args.iters, self.args.warmup, case["peers"],
                                 self._cache(name, dtype), profile="profile" not in self.args.skips
                                 and batch == min(self.args.batches_list), log=self.log, device=self.args.device,
-                                engine=engine, ort_threads=self.args.ort_threads)
+                                engine=engine, ort_threads=self.args.ort_threads,
+                                backend=self.args.backend and dtype == "fp16",
+                                kernel_profile=self.args.kernel_profiles and dtype == "fp16")
         row["exporter"] = exporter
         row["estimated_s"] = round(case["est"], 1)
         res["zoo"].append(row)
         if dtype == "fp16" and batch == 1:
             self._compile_times(name, row)
 
+    def _prewarm_costs(self, name: str, out: dict) -> None:
+        """Cold columns from the prewarm (kernel and timing caches cold, its jobs sharing the machine); this run's
+        own build (new timing cache, kernels compiled by the prewarm) is kept as `timing_cold_s`."""
+        job = self.prewarm["results"].get(f"{name}:1:fp16", {})
+        out["timing_cold_s"] = out.pop("cold_s")
+        out["cold_source"] = (f"prewarm: {self.prewarm.get('workers')} jobs at a time on "
+                              f"{self.prewarm.get('cpu_count')} cores" + (" and one GPU" if self.args.device == "cuda"
+                                                                          else ""))
+        for key, src in (("cold_s", "tensorforge_build_s"), ("torch_compile_s", "compile_compile_s"),
+                         ("torch_compile_freezing_s", "freeze_compile_s"), ("backend_compile_s", "backend_compile_s")):
+            if isinstance(job.get(src), (int, float)):
+                out[key] = job[src]
+        if out.get("cold_s") and out.get("torch_compile_s"):
+            out["cold_vs_torch_compile"] = round(out["cold_s"] / out["torch_compile_s"], 3)
+        out["speedup"] = round(out["cold_s"] / out["warm_s"], 2) if out.get("cold_s") else None
+
     def _compile_times(self, name: str, row: dict) -> None:
-        """torch.compile's compile time (batch 1, fp16, same run) beside the model's build cost."""
+        """torch.compile's compile time (batch 1, fp16, same run) beside the model's build cost (cold times come
+        from the prewarm when the run is prewarmed: here the compiles hit its caches)."""
+        if self.prewarm is not None:
+            return
         for entry in self.res["build_costs"]:
             if entry.get("model") == name:
                 for peer, key in (("compile", "torch_compile_s"), ("compile+graph", "torch_compile_s"),
@@ -478,6 +559,31 @@ def release() -> None:
     """After a case: drop torch.compile's graphs and return the case's GPU memory before the next one."""
     from peers import reset_compiler
     reset_compiler()
+
+
+def _case_key(case: dict) -> tuple:
+    kind = case["kind"]
+    if kind == "zoo":
+        return ("zoo", case["model"], case["batch"], case["dtype"])
+    if kind == "build":
+        return ("build", case["model"])
+    if kind == "precision":
+        return ("precision", case["model"], case["batch"], case["precision"])
+    if kind == "gelu":
+        return ("gelu",)
+    return (kind, case.get("model"))
+
+
+def _row_key(row: dict) -> tuple:
+    if "cold_s" in row or "warm_s" in row:
+        return ("build", row.get("model"))
+    if "precision" in row:
+        return ("precision", row.get("model"), row.get("batch"), row.get("precision"))
+    if "point" in row:
+        return ("dynamic-point", row.get("model"), row.get("point"))
+    if "elements" in row:
+        return ("gelu-dtype", row.get("dtype"))
+    return ("zoo", row.get("model"), row.get("batch"), row.get("dtype"))
 
 
 def _line(e: BaseException) -> str:

@@ -22,7 +22,7 @@ from tensorforge.runtime.profiler import profile_layers
 import zoo
 from accuracy import compare, judge_against_torch_fp16, strict_fp32  # noqa: F401 - compare is re-exported for tests
 from measure import timer
-from peers import ratios, time_peers
+from peers import BACKEND, ratios, time_peers
 
 
 def ort_reference(onnx_bytes: bytes, x: np.ndarray, threads: int = 8) -> np.ndarray:
@@ -58,8 +58,11 @@ def engine_runner(ctx, x, device: str):
 
 def run_case(name: str, module: torch.nn.Module, onnx_bytes: bytes, dtype: str, batch: int, iters: int,
              warmup: int, peers: list[str], cache_path: str | None, profile: bool, log, device: str = "cuda",
-             engine=None, ort_threads: int = 8) -> dict:
-    """`engine`: one already built for this case (the build-cost case hands its cold build over), else built here."""
+             engine=None, ort_threads: int = 8, backend: bool = False, kernel_profile: bool = False) -> dict:
+    """`engine`: one already built for this case (the build-cost case hands its cold build over), else built here.
+    `backend`: also time the model through torch.compile(backend="tensorforge") (runner `tf-backend`).
+    `kernel_profile` (CUDA): after each is timed, our engine's graph and every compiled peer's graph are replayed
+    under torch.profiler (kernel_profile.kernel_table): kernels, kernel µs, gaps, top kernels — `kernel_profiles`."""
     t_case = time.perf_counter()
     row: dict = {"model": name, "batch": batch, "dtype": dtype}
     x_cpu = zoo.example(name, batch)
@@ -99,10 +102,27 @@ def run_case(name: str, module: torch.nn.Module, onnx_bytes: bytes, dtype: str, 
     times = {"tensorforge": time_fn(run_engine, keep_raw=True)}
     log(f"{name} b{batch} {dtype}: tensorforge {times['tensorforge']['median_ms']:.4f} ms "
         f"(spread {times['tensorforge']['spread_pct']}%)")
+    profiles: dict = {}
+    profile = None
+    if kernel_profile and device == "cuda":
+        import kernel_profile as kp
+
+        def profile(runner_name, fn):
+            try:
+                profiles[runner_name] = kp.kernel_table(fn, 10)
+            except Exception as e:  # noqa: BLE001 - the times stand; the profile is reported missing
+                profiles[runner_name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+        profile("tensorforge", run_engine)
     del run_engine, ctx
-    times.update(time_peers(model, (xp,), peers, time_fn, log, cuda=(device == "cuda")))
+    if backend:
+        import backend_runner
+        times[BACKEND] = backend_runner.time_backend(copy.deepcopy(module).to(device), x, dtype == "fp16", time_fn,
+                                                     log, want)
+    times.update(time_peers(model, (xp,), peers, time_fn, log, cuda=(device == "cuda"), profile=profile))
     row["runners"] = times
-    row["peers_not_run"] = [p for p in _all_peers() if p not in peers]
+    if profiles:
+        row["kernel_profiles"] = profiles
+    row["peers_not_run"] = [p for p in _all_peers() if p not in peers] + ([] if backend else [BACKEND])
     row.update(ratios(times))
     row["elapsed_s"] = round(time.perf_counter() - t_case, 1)
     log(f"{name} b{batch} {dtype}: strongest peer {row['strongest_peer']} → tf/strongest {row['ratio_vs_strongest']}, "
