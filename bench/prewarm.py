@@ -59,10 +59,11 @@ def load_summary(cache_dir: str) -> dict | None:
 
 
 def jobs_of(models: list[str], batches: list[int], dtypes: list[str]) -> list[tuple[str, int, str]]:
-    """Longest first (mobilenet and efficientnet builds dominate), so the slowest jobs start at once."""
+    """Dtypes in the order given (the run measures them in that order), longest first within one (mobilenet and
+    efficientnet builds dominate), so the slowest jobs start at once."""
     import plan
     jobs = [(m, b, d) for m in models for b in batches for d in dtypes]
-    return sorted(jobs, key=lambda j: -(plan.build_s(j[0], 1, j[2]) + plan.COMPILE_S.get(j[0], 10.0)))
+    return sorted(jobs, key=lambda j: (dtypes.index(j[2]), -(plan.build_s(j[0], 1, j[2]) + plan.COMPILE_S.get(j[0], 10.0))))
 
 
 def parse(argv):
