@@ -105,6 +105,7 @@ def quantize_network(net: Network, config, device: torch.device, points: list[di
     if not amax:
         raise BuildError("quantization found no tensor ranges", "check the calibration data and the network's inputs")
     report = insert_qdq(net, amax, kind, skip)
+    net.implicit_quantization = kind      # the passes may quantize what TensorRT's implicit INT8 does (qdq_dual.py)
     log.info(f"{kind.upper()} ({origin} ranges): Q/DQ inserted at {len(report.layers)} layer(s); "
              f"{len(report.skipped)} quantizable layer(s) stay float")
     for name, why in report.skipped.items():
