@@ -23,12 +23,13 @@ import torch
 from ..ir import Layer, Network
 from ..ir.interpret import propagate, run_reference
 from ..kernels import candidates
-from ..kernels.compile_cache import active_pool, discover, prune_tile_configs, workers_from_env
+from ..kernels.compile_cache import active_pool, prune_tile_configs, workers_from_env
 from ..kernels.compile_cache import for_build as kernel_cache
 from ..util.device import fingerprint
 from ..util.errors import BuildError
 from ..util.log import get_logger
 from .config import BuilderConfig
+from .precompile import discover_jobs, queue_ahead
 from .timing_cache import TimingCache, device_key, layer_signature
 
 
@@ -162,10 +163,15 @@ class TacticReport:
     untimed_layers: int = 0        # one candidate, host layer, level 0 or no GPU
     seconds: float = 0.0
     rejected: dict[str, dict[str, str]] = field(default_factory=dict)   # layer → tactic → reason
+    compile_wait_s: float = 0.0    # waiting for the compile workers before timing a layer
+    timing_s: float = 0.0          # candidates' first runs (in-process compiles included) and timed runs
+    kernels: dict = field(default_factory=dict)    # Triton compile counts of a CUDA build (_kernel_counts)
 
     def as_dict(self) -> dict:
         return {"timed_layers": self.timed_layers, "measurements": self.measurements, "cache_hits": self.cache_hits,
-                "untimed_layers": self.untimed_layers, "seconds": round(self.seconds, 3)}
+                "untimed_layers": self.untimed_layers, "seconds": round(self.seconds, 3),
+                "compile_wait_s": round(self.compile_wait_s, 3), "timing_s": round(self.timing_s, 3),
+                **({"kernels": self.kernels} if self.kernels else {})}
 
 
 def _open_cache(config: BuilderConfig, cache: TimingCache | None) -> TimingCache | None:
@@ -206,6 +212,14 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
     with tf32_mode(config.tf32) if device.type == "cuda" else _nothing(), \
             kernel_cache(fingerprint(device), workers=workers_from_env() if timing else 0) \
             if device.type == "cuda" else _nothing() as kcache:
+        if kcache is not None and kcache.pool is not None:      # every timed layer's kernels queued up front
+            ahead = _LayoutWalk(net, opt_point, device, walk.env)
+            ahead._on_device = walk._on_device                     # the weights once on the device
+            queued = queue_ahead(net.layers, ahead, kcache.pool,
+                                 lambda layer: _selector(layer, device, cache, dev_key, ahead))
+            log.verbose(f"kernel precompile: {queued['jobs']} Triton compiles of {queued['layers']} layers queued "
+                        f"for {kcache.pool.workers} workers in {queued['seconds']:.2f} s "
+                        f"({kcache.pool.variants} distinct, {kcache.pool.cached} already cached)")
         for layer in net.layers:
             found, reasons = candidates(layer, device)
             if not found:
@@ -226,14 +240,47 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
                 _choose_timed(layer, found, walk, timer, cache, dev_key, config, report)
             if progress is not None:
                 progress(layer)
+    if kcache is not None:
+        report.kernels = _kernel_counts(kcache)
     if cache is not None and config.timing_cache_path and (cache.recorded or not os.path.exists(config.timing_cache_path)):
         cache.save(config.timing_cache_path)          # a fully warm build leaves the file as it was
     report.seconds = time.perf_counter() - t0
     if timing:
         log.info(f"tactics: {report.timed_layers} layers timed ({report.measurements} measurements), "
                  f"{report.cache_hits} from the timing cache, {report.untimed_layers} untimed, {report.seconds:.2f} s"
-                 + (f", {kcache.compiled} Triton kernels compiled ({kcache.checked.kept} cached)" if kcache else ""))
+                 + (f", {kcache.compiled} Triton kernels compiled ({kcache.checked.kept} cached; "
+                    f"{report.kernels['workers']} in {report.kernels['pool_workers']} workers, "
+                    f"{report.kernels['inline']} at first launch)" if kcache else ""))
     return report
+
+
+def _kernel_counts(kcache) -> dict:
+    """Where a CUDA build's Triton kernels came from: new cache entries, compiled by the workers or in this
+    process at first launch (and those compiles' seconds), distinct variants the workers were asked for."""
+    pool = kcache.pool
+    return {"new_entries": kcache.compiled, "cached_before": kcache.checked.kept,
+            "pool_workers": pool.workers if pool else 0, "variants": pool.variants if pool else 0,
+            "workers": pool.jobs if pool else 0, "workers_compile_s": round(pool.compile_s, 3) if pool else 0.0,
+            "failed": len(pool.failed) if pool else 0,
+            "inline": kcache.inline, "inline_s": round(kcache.inline_s, 3)}
+
+
+def _selector(layer: Layer, device, cache: TimingCache | None, dev_key: str, walk: "_LayoutWalk"):
+    """For the ahead-of-time queue: None when `layer` will not be timed (host, one candidate, a timing-cache
+    hit), else a function of its inputs giving the candidates left after pruning."""
+    found, _ = candidates(layer, device)
+    if layer.placement == "host" or len(found) < 2:
+        return None
+    if cache is not None:
+        ids = [t.id(c) for t, c in found]
+        entry = cache.lookup(dev_key, layer_signature(layer, walk.describe_inputs(layer), ids)[0])
+        if entry is not None and entry.get("best") in ids:
+            return None
+
+    def select(inputs):
+        pruned = _prune(layer, found, inputs, device)
+        return [(t, c) for t, c in found if t.id(c) not in pruned]
+    return select
 
 
 def _first_fit(layer: Layer, found, env: dict | None):
@@ -276,7 +323,10 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
     pruned = _prune(layer, found, inputs, walk.device)
     found = [(t, c) for t, c in found if t.id(c) not in pruned]
     pool = active_pool()                  # worker processes of this build (TFG_COMPILE_WORKERS), else None
+    t_wait = time.perf_counter()
     built = _precompile(layer, found, inputs, walk.device, pool) if pool is not None else {}
+    report.compile_wait_s += time.perf_counter() - t_wait
+    t_time = time.perf_counter()
     times, rejected, strides = {}, dict(pruned), {}
     for tac, cfg in found:
         tid = tac.id(cfg)
@@ -301,6 +351,7 @@ def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache:
             continue
         times[tid] = m.median_ms
         strides[tid] = [list(o.stride()) if isinstance(o, torch.Tensor) else None for o in outs]
+    report.timing_s += time.perf_counter() - t_time
     for tid, why in rejected.items():
         log.verbose(f"layer {layer.name}: tactic {tid} rejected: {why}")
     report.rejected[layer.name] = rejected
@@ -355,18 +406,10 @@ def _prune(layer: Layer, found, inputs: list, device) -> dict[str, str]:
 def _precompile(layer: Layer, found, inputs: list, device, pool) -> dict:
     """Build every fitting candidate, find the Triton kernels each will launch (one dry call, nothing compiled or
     launched: compile_cache.discover) and compile them all at once in the worker processes, so the timing loop
-    below loads them from the cache. Returns the built kernels by tactic id (a build that fails here is
-    built again, and rejected with its reason, in the loop)."""
-    built, jobs = {}, []
-    for tac, cfg in found:
-        try:
-            if tac.fits is not None and tac.fits(layer, cfg, inputs) is not None:
-                continue
-            kernel = tac.build(layer, cfg, device)
-        except Exception:  # noqa: BLE001 - the timing loop builds it again and records why it fails
-            continue
-        built[tac.id(cfg)] = kernel
-        jobs += discover(lambda: kernel(inputs))
+    below loads them from the cache (most were queued before the first layer was timed: queue_ahead; the pool
+    compiles each variant once). Returns the built kernels by tactic id (a build that fails here is built
+    again, and rejected with its reason, in the loop)."""
+    built, jobs = discover_jobs(layer, found, inputs, device)
     if jobs:
         t0 = time.perf_counter()
         ok = pool.compile_all(jobs)

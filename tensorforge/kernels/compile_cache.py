@@ -124,6 +124,29 @@ class BuildCache:
     before: int = 0
     compiled: int = 0                 # entries this build added (kernels Triton compiled instead of loading)
     pool: "CompilePool | None" = None  # worker processes (TFG_COMPILE_WORKERS > 0), else None
+    inline: int = 0                   # kernels this process compiled itself, at their first launch
+    inline_s: float = 0.0             # … and the seconds those compiles took
+
+
+def _listen(state: "BuildCache"):
+    """Install a Triton compilation listener that counts this process's own compiles (cache misses) into
+    `state`, chained to any listener already set; returns the previous one (None when Triton has no knob)."""
+    try:
+        from triton import knobs
+        previous = knobs.compilation.listener
+    except (ImportError, AttributeError):
+        return _MISSING
+
+    def listener(**kw):
+        if not kw.get("cache_hit", True):
+            t = kw.get("times")
+            state.inline += 1
+            state.inline_s += (getattr(t, "ir_initialization", 0) + getattr(t, "total_lowering", 0) +
+                               getattr(t, "store_results", 0)) / 1e6
+        if previous is not None:
+            previous(**kw)
+    knobs.compilation.listener = listener
+    return previous
 
 
 _MISSING = object()
@@ -146,9 +169,17 @@ def _set_triton_dir(path, previous=_MISSING):
     return had
 
 
+def default_workers() -> int:
+    """Half the CPU cores, 1 to 8: compiles are CPU-bound, and the building process keeps timing meanwhile."""
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
 def workers_from_env() -> int:
-    """TFG_COMPILE_WORKERS: worker processes for ahead-of-time Triton compiles (0, the default: none)."""
-    raw = os.environ.get("TFG_COMPILE_WORKERS", "0").strip() or "0"
+    """TFG_COMPILE_WORKERS: worker processes for ahead-of-time Triton compiles (unset: `default_workers()`;
+    0: none, every kernel compiles in the building process at its first launch)."""
+    raw = os.environ.get("TFG_COMPILE_WORKERS", "").strip()
+    if not raw:
+        return default_workers()
     if not raw.isdigit():
         raise ValueError(f"TFG_COMPILE_WORKERS={raw!r} is not a number of worker processes; use 0 to turn them off")
     return int(raw)
@@ -187,9 +218,13 @@ def for_build(device_fp: str, root: str | None = None, workers: int = 0):
             had = _set_triton_dir(folder)
             state.pool = CompilePool(workers, folder) if workers > 0 else None
             _ACTIVE.append(state)
+            listening = _listen(state)
             try:
                 yield state
             finally:
+                if listening is not _MISSING:
+                    from triton import knobs
+                    knobs.compilation.listener = listening
                 _ACTIVE.pop()
                 if state.pool is not None:
                     state.pool.close()
@@ -253,13 +288,17 @@ def _generated_text(module: str) -> str | None:
 def discover(run) -> list[tuple]:
     """The Triton compiles `run()` would start, as jobs for `compile_job`, without compiling or launching them:
     Triton's jit_cache_hook sees each in-memory cache miss first and, answering True, skips it (the launch
-    returns None; outputs of such a dry call are garbage and discarded). Errors of the dry call end discovery."""
+    returns None; outputs of such a dry call are garbage and discarded). Errors of the dry call end discovery.
+    A job is (module, kernel name, generated source or None, specialisation JSON with the target in it)."""
     from triton import knobs
     jobs: list[tuple] = []
 
     def hook(**kw):
         fn = kw["fn"]
-        jobs.append((fn.module, fn.name, _generated_text(fn.module), kw["compile"]["specialization_data"]))
+        spec = json.loads(kw["compile"]["specialization_data"])
+        if "target" not in spec:          # Triton ≤ 3.6 leaves the target out: the launching device's, as JIT uses
+            spec["target"] = _current_target()
+        jobs.append((fn.module, fn.name, _generated_text(fn.module), json.dumps(spec, sort_keys=True)))
         return True
     old = knobs.runtime.jit_cache_hook
     knobs.runtime.jit_cache_hook = hook
@@ -284,13 +323,15 @@ def _decode_constant(value):
     return tuple(value) if isinstance(value, list) else value
 
 
-def compile_job(job: tuple) -> str:
-    """Compile one discovered kernel into TRITON_CACHE_DIR (in a worker: no GPU needed, the target is explicit).
-    Returns the kernel's name. The same source, specialisation, options and target give the entry key the
-    launching process computes, so its first launch loads the file instead of compiling."""
+def _current_target() -> dict:
+    from triton.runtime import driver
+    t = driver.active.get_current_target()
+    return {"backend": t.backend, "arch": t.arch, "warp_size": t.warp_size}
+
+
+def _source(job: tuple):
+    """(ASTSource, GPUTarget, options dict) of a discovered job, exactly as the launching process would compile it."""
     import importlib
-    import json as _json
-    import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     module, name, text, spec = job
@@ -300,13 +341,39 @@ def compile_job(job: tuple) -> str:
     else:
         namespace = vars(importlib.import_module(module))
     fn = namespace[name]
-    data = _json.loads(spec)
+    data = json.loads(spec)
+    if "target" not in data:
+        raise ValueError(f"job {name} names no target (discover() adds the launching device's)")
     constexprs = {tuple(k): _decode_constant(v) for k, v in zip(data["constant_keys"], data["constant_vals"])}
     attrs = {tuple(k): v for k, v in zip(data["attrs_keys"], data["attrs_vals"])}
     signature = {k: tuple(v) if isinstance(v, list) else v for k, v in data["signature"].items()}
     options = {k: tuple(v) if isinstance(v, list) else v for k, v in data["options"].items()}
-    triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget(**data["target"]), options=options)
-    return name
+    return ASTSource(fn, signature, constexprs, attrs), GPUTarget(**data["target"]), options
+
+
+def job_key(job: tuple) -> tuple[str, bool]:
+    """(Triton's cache hash of the job, whether TRITON_CACHE_DIR already holds it): the key triton.compile derives
+    from the kernel's source (and its callees'), specialisation, options, target, Triton's version and its
+    cache-invalidating environment — one variant, whichever layer asked for it."""
+    import triton.compiler.compiler as tc
+    src, target, options = _source(job)
+    backend = tc.make_backend(target)
+    opts = backend.parse_options(dict(options, **src.parse_options()))
+    text = tc.get_cache_key(src, backend, opts, env_vars=tc.get_cache_invalidating_env_vars())
+    key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return key, tc.get_cache_manager(key).get_group(f"{src.name[:150]}.json") is not None
+
+
+def compile_job(job: tuple) -> tuple[str, str, float]:
+    """Compile one discovered kernel into TRITON_CACHE_DIR (in a worker: no GPU needed, the target is explicit).
+    Returns (kernel name, its cache key, compile seconds). The same source, specialisation, options and target
+    give the entry key the launching process computes, so its first launch loads the file instead of compiling."""
+    import time
+    import triton
+    t0 = time.perf_counter()
+    src, target, options = _source(job)
+    triton.compile(src, target=target, options=options)
+    return job[1], job_key(job)[0], time.perf_counter() - t0
 
 
 def _init_worker(folder: str) -> None:
@@ -314,36 +381,92 @@ def _init_worker(folder: str) -> None:
     os.environ.pop("TRITON_INTERPRET", None)
 
 
+def _reason(e: BaseException) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+
+
 class CompilePool:
-    """Worker processes (spawned: the parent holds a CUDA context) that compile discovered jobs into `folder`."""
+    """Worker processes (spawned: the parent holds a CUDA context) that compile discovered jobs into `folder`.
+
+    Jobs are identified by Triton's own cache key (`job_key`), so a variant asked for by many layers is compiled
+    once per build, and one already in the folder not at all. `submit` returns at once (the workers compile in
+    the background, e.g. every layer's candidates while the first layer is timed); `wait` blocks on some keys.
+    The processes start with the first job that is not cached: a warm rebuild starts none."""
 
     def __init__(self, workers: int, folder: str):
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-        self.workers = workers
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                         initializer=_init_worker, initargs=(folder,))
-        self.jobs = 0
+        self.workers, self.folder = workers, folder
+        self._pool = None
+        self._futures: dict[str, object] = {}        # key → Future (None: it was in the cache already)
+        self._names: dict[str, str] = {}              # key → kernel name
+        self._ok: dict[str, bool] = {}                # key → usable, once its compile finished
+        self.jobs = 0                                 # compiled by the workers
+        self.cached = 0                               # distinct variants found already compiled
+        self.compile_s = 0.0                          # the workers' compile seconds, summed
         self.failed: dict[str, str] = {}
 
-    def compile_all(self, jobs: list[tuple]) -> int:
-        """Compile `jobs` (duplicates once) in the workers, waiting for all; returns how many succeeded. A job
-        that fails is kept in `failed` with its reason: the launch compiles that kernel itself (and fails the
-        candidate with Triton's own error if it must)."""
-        unique = list({(j[0], j[1], j[3]): j for j in jobs}.values())
-        futures = [self._pool.submit(compile_job, j) for j in unique]
-        ok = 0
-        for job, fut in zip(unique, futures):
+    @property
+    def variants(self) -> int:
+        """Distinct kernel variants asked for so far (compiled, compiling, cached or failed)."""
+        return len(self._futures)
+
+    def _executor(self):
+        if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_init_worker,
+                                             mp_context=multiprocessing.get_context("spawn"), initargs=(self.folder,))
+        return self._pool
+
+    def submit(self, jobs: list[tuple]) -> list[str]:
+        """Queue the jobs not yet known (by cache key) and not cached; returns the keys of `jobs` (a job whose
+        key cannot be computed is in `failed`: its launch compiles it in-process)."""
+        keys = []
+        for job in jobs:
             try:
-                fut.result()
-                ok += 1
-            except Exception as e:  # noqa: BLE001 - reported in `failed`; the in-process compile is the fallback path
-                self.failed[job[1]] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
-        self.jobs += ok
+                key, cached = job_key(job)
+            except Exception as e:  # noqa: BLE001 - reported in `failed`; the launch compiles the kernel itself
+                self.failed[job[1]] = _reason(e)
+                continue
+            keys.append(key)
+            if key in self._futures:
+                continue
+            self.cached += cached
+            self._futures[key] = None if cached else self._executor().submit(compile_job, job)
+            self._names[key] = job[1]
+        return keys
+
+    def wait(self, keys: list[str]) -> int:
+        """Block until every key's compile finished; returns how many are usable (compiled or cached)."""
+        ok = 0
+        for key in keys:
+            fut = self._futures.get(key)
+            if fut is None:
+                ok += key in self._futures
+                continue
+            if key not in self._ok:
+                name = self._names.get(key, "?")
+                try:
+                    _, got, secs = fut.result()
+                    self._ok[key] = got == key
+                    if got != key:
+                        self.failed[name] = f"the worker's cache key {got[:12]}… is not the parent's {key[:12]}…"
+                    self.compile_s += secs
+                    self.jobs += 1
+                except Exception as e:  # noqa: BLE001 - in `failed`; the in-process compile is the fallback path
+                    self._ok[key] = False
+                    self.failed[name] = _reason(e)
+            ok += self._ok[key]
         return ok
 
+    def compile_all(self, jobs: list[tuple]) -> int:
+        """Compile `jobs` (each variant once) in the workers, waiting for all; returns how many distinct variants
+        are usable. A job that fails is kept in `failed` with its reason: the launch compiles that kernel itself
+        (and fails the candidate with Triton's own error if it must)."""
+        return self.wait(list(dict.fromkeys(self.submit(jobs))))
+
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _pow2_at_least(v: int) -> int:
