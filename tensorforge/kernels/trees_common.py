@@ -5,7 +5,9 @@ time: thresholds in float32 when every threshold is a float32 value and x is flo
 same as in float64), else float64; leaf votes in the op's summation dtype. `finish(x, leaves)` aggregates the
 reached leaves of one row block and applies base values, post_transform and (classifiers) labels — the same
 functions the reference uses, so tactics differ from it only in how they find the leaves.
-Rows are processed in blocks so that the (rows, trees) index tensors stay near 2²² entries.
+Rows are processed in blocks so that the (rows, trees) index tensors stay near 2²² entries. Everything a call
+needs is made here or on its first call (per-call cost: the tactic's traversal ops, then ~6 ops for the votes and
+the finish; no host lists are walked, no tensors built from Python data).
 """
 
 import torch
@@ -37,8 +39,15 @@ class Compiled:
         # made once here, not per call: nothing is copied from the host while a CUDA graph is being captured
         base = self.attrs["base_values"]
         self._base = torch.tensor(base, dtype=torch.float64, device=device) if base else None
+        if self._base is not None:          # in the summation dtype, as add_base would convert it on every call
+            self._base = self._base.to(dtype_from_name(self.attrs["sum_dtype"]))
         self._labels = (torch.tensor(list(self.attrs["classlabels"]) or [0], dtype=torch.int64, device=device)
                         if layer.op == "TreeEnsembleClassifier" else None)
+        # finish_classifier only asks whether every vote goes to one target (the binary-ensemble rule): say it once
+        self._target_kinds = sorted(set(self.attrs["leaf_targetids"]))[:2]
+        n_targets = int(self.attrs["n_targets"])
+        self._k_used = min(n_targets, max(self.attrs["leaf_targetids"], default=0) + 1)   # votes beyond: all zero
+        self._pad = n_targets - self._k_used
 
     def forest(self, x: torch.Tensor) -> tuple[Forest, torch.Tensor]:
         """The forest for x's dtype and x converted to its comparison dtype."""
@@ -57,10 +66,12 @@ class Compiled:
         if a["aggregate_function"] not in ("SUM", "AVERAGE"):
             return aggregate(forest, leaves, a["aggregate_function"], a["base_values"], a["sum_dtype"])
         key = id(forest)
-        if key not in self._votes:
-            self._votes[key] = forest.votes.to(dtype_from_name(a["sum_dtype"]))
-        vals = self._votes[key].index_select(0, leaves.reshape(-1)).reshape(*leaves.shape, -1)
+        if key not in self._votes:           # only the targets anyone votes for (a binary forest: one column)
+            self._votes[key] = forest.votes[:, :self._k_used].to(dtype_from_name(a["sum_dtype"])).contiguous()
+        vals = self._votes[key].index_select(0, leaves.reshape(-1)).view(*leaves.shape, -1)
         out = vals.cumsum(1)[:, -1] if leaves.shape[1] else vals.new_zeros(leaves.shape[0], vals.shape[2])
+        if self._pad:
+            out = torch.nn.functional.pad(out, (0, self._pad))
         if a["aggregate_function"] == "AVERAGE":
             out = out / leaves.shape[1]
         return (add_base(out, self._base) if self._base is not None else out).double()   # base in the sum's dtype
@@ -69,7 +80,7 @@ class Compiled:
         a = self.attrs
         out_dt = scores_dtype(x, a["out_dtype"])
         if self.op == "TreeEnsembleClassifier":
-            labels, probs = finish_classifier(scores, leaf_targetids=a["leaf_targetids"],
+            labels, probs = finish_classifier(scores, leaf_targetids=self._target_kinds,
                                               classlabels=a["classlabels"], post_transform_kind=a["post_transform"],
                                               all_positive=self.all_positive, label_table=self._labels)
             return [labels, probs.to(out_dt)]
@@ -79,6 +90,8 @@ class Compiled:
         """find_leaves(forest, x_block) → (rows, trees) leaf node indices; aggregated block by block."""
         forest, xc = self.forest(x.reshape(x.shape[0], -1))
         step = self.rows_per_block()
-        parts = [self.scores(forest, find_leaves(forest, xc[i:i + step])) for i in range(0, max(1, xc.shape[0]), step)]
-        scores = torch.cat(parts) if parts else xc.new_zeros(0, int(self.attrs["n_targets"]), dtype=torch.float64)
+        if xc.shape[0] <= step:
+            return self.finish(x, self.scores(forest, find_leaves(forest, xc)))
+        parts = [self.scores(forest, find_leaves(forest, xc[i:i + step])) for i in range(0, xc.shape[0], step)]
+        scores = torch.cat(parts)
         return self.finish(x, scores)

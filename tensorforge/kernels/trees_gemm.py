@@ -8,7 +8,7 @@ Compiled at build time, per tree t with internal nodes I and leaves L (padded to
     E  the leaf votes (reference aggregation, trees_common)
 Run: S = [x_sel  m  B] ∈ {0,1}  (N, T, I);  P = S ·_t C  (T batched (N, I)×(I, L) GEMMs);  leaf = argmax(P == D).
 P == D exactly when every true-ancestor test held and no false-ancestor test did: the one reached leaf.
-Untimed (CPU) builds prefer it where it applies: on the CPU it beat both traversals at batch 1000 (bench/trees.py).
+Untimed (CPU) builds prefer the flat traversal (trees_traverse.py), faster on the CPU at batch 1 and 1000.
 Cost per row: T·I·L multiply-adds (dense), so the tactic is offered for trees with I·L ≤ 2^16 (shallow ensembles,
 gradient boosting); deep random forests take the traversal tactics. Small integers: float32 GEMMs are exact.
 """

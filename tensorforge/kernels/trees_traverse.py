@@ -4,9 +4,9 @@ traverse_perfect (depth D ≤ 10 and trees·2^D ≤ 2^18, no ∈ nodes): at buil
 heap order (a leaf above depth D becomes a node whose two subtrees are copies of it), so a step is
     node = t·(2^D − 1) + i;  go = x[r, f[node]] m θ[node]  (∨ NaN ∧ tracks-true);  i ← 2i + 1 + ¬go
 and after D steps leaf = i − (2^D − 1): 2 gathers per step (packed [f, θ] row, x), no child-index arrays.
-traverse: the canonical node arrays packed as [f, θ, true, false] rows, 2 gathers per step (any mode: more).
-Traffic per step and row block: (rows × trees) int64 indices read and written, plus the gathers (cache resident for
-small forests). The leaf votes aggregate as in the reference (trees_common.Compiled.finish).
+traverse: flat int32 node arrays over all trees (_Flat): for a few rows every node's test at once and D gathers
+through the resulting next-node table, for many rows level by level over the visited nodes only.
+The leaf votes aggregate as in the reference (trees_common.Compiled.finish).
 """
 
 import torch
@@ -97,29 +97,78 @@ class _Perfect:
         return self.leaf.take(self.leaf_base.repeat(n) + i - self.inner).reshape(n, t_count)
 
 
-class _Generic:
-    """The canonical arrays packed as one (nodes, 4) float64 table [feature, threshold, true, false]: one gather,
-    one x lookup, one compare and one select per level."""
+class _Flat:
+    """The canonical node arrays as flat int32/threshold vectors over all trees (built once), two strategies a call:
+
+    whole forest (few rows): every node's test at once, v = x[:, f] (N, nodes), next = where(v m θ, true, false),
+        then D gathers cur ← next[cur] from the roots — 4 + D ops whatever the forest's size (batch 1: ~20 ops);
+    level by level (many rows): only the visited nodes, per level n = cur, go = x[r, f[n]] m θ[n],
+        cur ← false[n] + go·(true[n] − false[n]) — 5 ops per level over (N, trees) entries.
+    The cheaper one is picked per call from N (`_WHOLE_NS`/`_LEVEL_NS`, measured on the CPU; bench/trees.py).
+    Traffic: whole ≈ N·nodes·(4 + 4 + 1 + 4) bytes + D·N·trees gathers; level ≈ D·N·trees·(4·4 + 4) bytes.
+    ∈ (set) nodes use the reference's step (Forest.step)."""
+
+    _OP_NS, _WHOLE_NS, _LEVEL_NS = 5000, 10, 15      # per torch op, per (row, node) entry, per (row, tree, level)
 
     def __init__(self, forest: Forest):
         self.f = forest
-        self.table = torch.stack([forest.feature.double(), forest.threshold.double(), forest.true.double(),
-                                  forest.false.double()], 1)
-        self.simple = len(forest.modes_present) == 1 and forest.modes_present[0] != 6 and not bool(forest.missing.any())
+        i32 = torch.int32
+        self.feat, self.true, self.false = forest.feature.to(i32), forest.true.to(i32), forest.false.to(i32)
+        self.delta = self.true - self.false
+        self.thr = forest.threshold
+        self.roots = forest.roots.to(i32)
+        self.modes = forest.modes_present
+        self.member = 6 in self.modes
+        self.miss = forest.missing if bool(forest.missing.any()) else None
+        self.mode = forest.mode if len(self.modes) > 1 else None
+        self.depth = forest.depth
+        self._starts: dict[int, torch.Tensor] = {}       # rows → (rows, trees) root indices, made once per batch size
+
+    def _start(self, n: int) -> torch.Tensor:
+        r = self._starts.get(n)
+        if r is None:
+            if len(self._starts) > 8:
+                self._starts.clear()
+            r = self._starts[n] = self.roots.unsqueeze(0).expand(n, -1).contiguous()
+        return r
+
+    def _go(self, v, thr, mode, miss):
+        if self.mode is None:
+            go = _CMP[self.modes[0]](v, thr) if self.modes else torch.zeros_like(v, dtype=torch.bool)
+        else:
+            go = torch.zeros_like(v, dtype=torch.bool)
+            for k in self.modes:
+                go |= (mode == k) & _CMP[k](v, thr)
+        if miss is not None:
+            go |= miss & torch.isnan(v)
+        return go
+
+    def whole_cheaper(self, n: int) -> bool:
+        t, d = self.roots.numel(), self.depth
+        whole = (4 + d) * self._OP_NS + n * self.f.n_nodes * self._WHOLE_NS
+        level = 5 * d * self._OP_NS + n * t * d * self._LEVEL_NS
+        return whole <= level
 
     def leaves(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.simple:
+        if self.member:
             return self.f.leaves(x)
-        n, t_count = x.shape[0], self.f.roots.numel()
-        flat = x.double().reshape(-1)
-        cur = self.f.roots.repeat(n)
-        row = torch.arange(n, device=x.device).repeat_interleave(t_count) * x.shape[1]
-        cmp = _CMP[self.f.modes_present[0]]
-        for _ in range(self.f.depth):
-            rec = self.table.index_select(0, cur)
-            go = cmp(flat.take(row + rec[:, 0].long()), rec[:, 1])
-            cur = torch.where(go, rec[:, 2], rec[:, 3]).long()
-        return cur.reshape(n, t_count)
+        n = x.shape[0]
+        cur = self._start(n)
+        if self.whole_cheaper(n):
+            nxt = torch.where(self._go(x.index_select(1, self.feat), self.thr, self.mode, self.miss),
+                              self.true, self.false)
+            for _ in range(self.depth):
+                cur = nxt.gather(1, cur)
+            return cur
+        shape = cur.shape
+        for _ in range(self.depth):
+            c = cur.view(-1)
+            v = x.gather(1, self.feat.index_select(0, c).view(shape))
+            go = self._go(v, self.thr.index_select(0, c).view(shape),
+                          None if self.mode is None else self.mode.index_select(0, c).view(shape),
+                          None if self.miss is None else self.miss.index_select(0, c).view(shape))
+            cur = self.false.index_select(0, c).view(shape) + go * self.delta.index_select(0, c).view(shape)
+        return cur
 
 
 def _build(layer, device, perfect: bool):
@@ -129,7 +178,7 @@ def _build(layer, device, perfect: bool):
     def find(forest, xb):
         key = forest.threshold.dtype
         if key not in tables:
-            tables[key] = _Perfect(comp.attrs, forest, device) if perfect else _Generic(forest)
+            tables[key] = _Perfect(comp.attrs, forest, device) if perfect else _Flat(forest)
         return tables[key].leaves(xb)
 
     def run(inputs):
@@ -151,10 +200,11 @@ class TraversePerfect:
         return _build(layer, device, perfect=True)
 
 
-@tactic("TreeEnsembleRegressor", name="traverse", priority=10)
-@tactic("TreeEnsembleClassifier", name="traverse", priority=10)
+@tactic("TreeEnsembleRegressor", name="traverse", priority=35)
+@tactic("TreeEnsembleClassifier", name="traverse", priority=35)
 class Traverse:
-    """layout=generic (module docstring), blocked rows."""
+    """Flat arrays (_Flat), blocked rows. The CPU's untimed choice: on the bench's forests it beat gemm and
+    traverse_perfect at batch 1 and 1000 (bench/results/trees-cpu.md); CUDA builds time all tactics."""
 
     @staticmethod
     def supports(layer, device):

@@ -138,14 +138,14 @@ def test_broken_comparison_is_caught(monkeypatch):
             _check_all_tactics(model, x, ["Y"], only=[tid])
 
 
-def test_cpu_build_picks_gemm_for_batches_and_traversal_for_single_rows():
+def test_cpu_build_picks_the_flat_traversal_for_single_rows_and_batches():
     import tensorforge as tfg
     rng = np.random.default_rng(19)
     trees = rt.random_trees(rng, 8, 4, 1, 3, ["BRANCH_LEQ"], GRID)
     model = rt.model_of(rt.v3_node(trees, "target", 1), 4, [("Y", 1)])
     x = rt.inputs(rng, 256, 4, GRID, nan_rate=0)
     want = ort_run(model, {"X": x})["Y"]
-    for opt, expect in ((1, "traverse_perfect"), (256, "gemm")):
+    for opt, expect in ((1, ".traverse"), (256, ".traverse")):     # kernels/trees_traverse.Traverse docstring
         eng = tfg.build(model, device="cpu", shapes={"X": ((1, 4), (opt, 4), (256, 4))})
         tactic = next(la.tactic for la in eng.data.layers if la.op in TREE_OPS)
         assert tactic.endswith(expect), tactic
