@@ -62,6 +62,21 @@ def print_layers(engine) -> None:
         print(f"  LAYER {la.op:<18} {la.tactic:<40} in {ins:<14} out {outs:<14}{extra} {la.name[:60]}")
 
 
+def print_layer_times(ctx, engine, x) -> None:
+    """The uncaptured per-layer profile (runtime.profiler): the 15 slowest layers with op, tactic and shapes."""
+    from tensorforge.runtime.profiler import profile_layers
+    rows = profile_layers(ctx, {"input": x}, iterations=10).rows()
+    layers = {la.name: la for la in engine.data.layers}
+    total = sum(r["medianMs"] for r in rows)
+    print(f"  per-layer (uncaptured) total {total * 1e3:.1f} µs; slowest:")
+    for r in sorted(rows, key=lambda r: -r["medianMs"])[:15]:
+        la = layers.get(r["name"])
+        shape = engine.data.tensors.get(la.outputs[0]).shape if la is not None and la.outputs[0] in engine.data.tensors \
+            else "?"
+        print(f"  TIME {r['medianMs'] * 1e3:8.1f} µs {la.op if la else '?':<16} {la.tactic if la else '?':<60} "
+              f"out {shape} {r['name'][:50]}")
+
+
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
@@ -118,6 +133,7 @@ def main() -> int:
             print(f"  KERNEL {r['us']:9.1f} µs ×{r['per_inference']:<5g} {r['kernel']}")
         if prec == "int8":
             print_layers(engine)
+            print_layer_times(ctx, engine, x)
             pools = [la for la in engine.data.layers if la.op == "MaxPool"]
             check("maxpool_int8", bool(pools) and all(dtype_of(engine, la.inputs[0]) in ("int8", "uint8")
                                                       and "triton_int8" in la.tactic for la in pools),
