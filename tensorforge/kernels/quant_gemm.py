@@ -42,6 +42,11 @@ def conv_geometry(x: torch.Tensor, w_shape, attrs: dict, z_raw: int) -> dict:
             "dilations": (dh, dw), "z_raw": z_raw, "nhw": (x.shape[0], oh, ow)}
 
 
+def triton_im2col(x: torch.Tensor) -> bool:
+    """Whether the explicit-GEMM form builds its matrix with the Triton im2col (CUDA tensors; tests set it)."""
+    return x.is_cuda
+
+
 def _copies(w_shape, attrs) -> bool:
     """Whether quant_common.im2col would copy (anything but a 1×1, stride-1, unpadded convolution)."""
     return tuple(w_shape[2:]) != (1, 1) or tuple(attrs.get("strides") or (1, 1)) != (1, 1) or \
@@ -73,7 +78,7 @@ def make_gemm_kernel(layer, device, gemm, fused_epilogue=None, implicit_conv=Fal
             geom = conv_geometry(x, w.shape, layer.attrs, 0 if is_fp8(x) else p.x_zp)
             y2 = fused_epilogue(x, b8, z8, w_zp, bias, residual_rows(res, geom["M"]), post, p, geom)
             return [to_nchw(y, geom["nhw"]) for y in (y2 if isinstance(y2, tuple) else (y2,))]
-        if conv and fused_epilogue is not None and x.is_cuda and not is_fp8(x) and _copies(w.shape, layer.attrs):
+        if conv and fused_epilogue is not None and triton_im2col(x) and not is_fp8(x) and _copies(w.shape, layer.attrs):
             from .quant_im2col import im2col_int8      # Triton: imported only on CUDA (CPU engines run without it)
             a8, nhw = im2col_int8(x, w.shape, layer.attrs, z8, row_stride=-(-b8.shape[1] // 16) * 16, shift=True)
             res2 = residual_rows(res, a8.shape[0])

@@ -77,3 +77,26 @@ def test_im2col_matches_unfold(dtype, w_shape, attrs):
         want = _unfold_oracle(x, w_shape, attrs, pad)
         assert a.dtype == torch.int8 and a.stride(0) % 16 == 0 and a.shape[0] == nhw[0] * nhw[1] * nhw[2]
         assert torch.equal(a, want)
+
+
+@pytest.mark.parametrize("xdt", [torch.uint8, torch.int8])
+def test_explicit_gemm_conv_through_the_triton_im2col_is_bit_exact(xdt, monkeypatch):
+    """The explicit-GEMM (IMPLICIT=0) Triton conv fed by im2col_int8 (as on CUDA): a 7×7/2 stem-like conv of 3
+    channels (K = 147, rows padded to 160), asymmetric zero point, ReLU and int8 out, against the op's reference
+    (ir/ops/quantized.py, itself checked against onnxruntime's exact Q/DQ)."""
+    from tensorforge.ir import Layer, get_spec
+    from tensorforge.kernels import quant_gemm, triton_int8_gemm
+    calls = []
+    monkeypatch.setattr(quant_gemm, "triton_im2col", lambda x: calls.append(x.shape) or True)
+    x = _codes(xdt, (2, 3, 15, 13), seed=2)
+    w = _codes(torch.int8, (8, 3, 7, 7), seed=3)
+    spec = get_spec("QuantizedConv")
+    layer = Layer("q", "QuantizedConv", ["x", "w", "b"], ["y"], spec.resolve_attrs(dict(
+        x_dtype="uint8" if xdt == torch.uint8 else "int8", x_scale=0.02, x_zero_point=90 if xdt == torch.uint8 else -4,
+        w_scale=(torch.rand(8) * 0.01 + 1e-3).tolist(), strides=[2, 2], pads=[3, 3, 3, 3], kernel_shape=[7, 7],
+        activation="Relu", y_scale=0.05, y_zero_point=-3, y_dtype="int8")))
+    b = torch.randn(8)
+    want = spec.reference(x, w, b, **layer.attrs)
+    cfg = {"BM": 16, "BN": 16, "BK": 32, "G": 1, "stages": 1, "warps": 1, "IMPLICIT": 0}
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)([x, w, b])[0]
+    assert calls and torch.equal(got, want)
