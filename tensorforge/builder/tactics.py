@@ -23,7 +23,7 @@ import torch
 from ..ir import Layer, Network
 from ..ir.interpret import propagate, run_reference
 from ..kernels import candidates
-from ..kernels.compile_cache import active_pool, prune_tile_configs, workers_from_env
+from ..kernels.compile_cache import active_pool, prune_block_configs, prune_tile_configs, workers_from_env
 from ..kernels.compile_cache import for_build as kernel_cache
 from ..util.device import fingerprint
 from ..util.errors import BuildError
@@ -378,7 +378,9 @@ def _prune(layer: Layer, found, inputs: list, device) -> dict[str, str]:
     """Tile configs of a GEMM (MatMulEpilogue: a is (…, M, K), b (K, N) or (N, K) with trans_b) that cannot win,
     dropped before anything is compiled (compile_cache.prune_tile_configs): shared memory above the device's
     per-block limit, or a config dominated by one with smaller tiles that still cover the problem (all else
-    equal). tactic id → reason."""
+    equal). A PointwiseChain's single-program configs: compile_cache.prune_block_configs. tactic id → reason."""
+    if layer.op == "PointwiseChain":
+        return _prune_elementwise(found, inputs)
     if layer.op != "MatMulEpilogue" or len(inputs) < 2 or not all(isinstance(t, torch.Tensor) for t in inputs[:2]):
         return {}
     a, b = inputs[0], inputs[1]
@@ -396,6 +398,28 @@ def _prune(layer: Layer, found, inputs: list, device) -> dict[str, str]:
             by_tactic.setdefault(tac.name, []).append((tac, cfg))
     for pairs in by_tactic.values():
         _, dropped = prune_tile_configs([c for _, c in pairs], m, n, k, a.element_size(), smem)
+        for tac, cfg in pairs:
+            why = dropped.get(",".join(f"{key}={cfg[key]}" for key in sorted(cfg)))
+            if why is not None:
+                out[tac.id(cfg)] = f"pruned before compiling: {why}"
+    return out
+
+
+def _prune_elementwise(found, inputs: list) -> dict[str, str]:
+    """BLOCK configs of an elementwise tactic that cannot win on the broadcast output's element count."""
+    shapes = [t.shape for t in inputs if isinstance(t, torch.Tensor)]
+    if not shapes:
+        return {}
+    n = 1
+    for size in torch.broadcast_shapes(*shapes):
+        n *= size
+    out: dict[str, str] = {}
+    by_tactic: dict[str, list] = {}
+    for tac, cfg in found:
+        if "BLOCK" in cfg:
+            by_tactic.setdefault(tac.name, []).append((tac, cfg))
+    for pairs in by_tactic.values():
+        _, dropped = prune_block_configs([c for _, c in pairs], n)
         for tac, cfg in pairs:
             why = dropped.get(",".join(f"{key}={cfg[key]}" for key in sorted(cfg)))
             if why is not None:

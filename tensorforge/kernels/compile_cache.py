@@ -505,3 +505,26 @@ def prune_tile_configs(configs: list[dict], m: int, n: int, k: int, elem_bytes: 
     if not kept:
         return list(configs), {}
     return kept, dropped
+
+
+def prune_block_configs(configs: list[dict], n: int) -> tuple[list[dict], dict[str, str]]:
+    """Elementwise configs (keys BLOCK, warps, and variant switches) that cannot win on a tensor of `n` elements,
+    dropped before compiling. Among configs equal in every key but BLOCK and warps whose BLOCK ≥ n (the whole
+    tensor in one program), Triton gives each thread BLOCK / (32·warps) consecutive elements, so only
+    ⌈n / that⌉ threads have work: one with fewer elements per thread (more threads working), or as many and a
+    smaller BLOCK (fewer masked lanes), runs the same single program at least as fast. Returns (kept,
+    {config text: why}); never drops every config."""
+    text = lambda cfg: ",".join(f"{key}={cfg[key]}" for key in sorted(cfg))
+    per_thread = lambda cfg: cfg["BLOCK"] / (32 * cfg.get("warps", 4))
+    rest = lambda cfg: {k: v for k, v in cfg.items() if k not in ("BLOCK", "warps")}
+    one_program = [c for c in configs if "BLOCK" in c and c["BLOCK"] >= n > 0]
+    kept, dropped = [], {}
+    for cfg in configs:
+        better = next((b for b in one_program if b is not cfg and cfg in one_program and rest(b) == rest(cfg) and
+                       (per_thread(b), b["BLOCK"]) < (per_thread(cfg), cfg["BLOCK"])), None)
+        if better is None:
+            kept.append(cfg)
+        else:
+            dropped[text(cfg)] = (f"one program covers the {n} elements; {text(better)} does too with "
+                                  f"{per_thread(better):g} elements per thread instead of {per_thread(cfg):g}")
+    return (kept, dropped) if kept else (list(configs), {})
