@@ -71,7 +71,9 @@ def residuals_from_codes(net, rejections=None) -> int:
         if p is None or p.op not in FUSED or len(p.outputs) != 2 or p.outputs[0] != layer.inputs[3]:
             record_rejection(RES_NAME, layer.name, f"the residual {layer.inputs[3]!r} has no Q beside it", rejections)
             continue
-        if p.attrs.get("out2_dtype") not in ("int8", "uint8", "float8_e4m3fn"):
+        if p.attrs.get("out2_dtype") not in ("int8", "uint8"):
+            record_rejection(RES_NAME, layer.name, f"Q({layer.inputs[3]}) is {p.attrs.get('out2_dtype')}: "
+                             "residuals are read as int8/uint8 codes only", rejections)
             continue
         layer.inputs[3] = p.outputs[1]
         layer.attrs.update(residual_scale=p.attrs["out2_scale"], residual_zero_point=p.attrs["out2_zero_point"])
