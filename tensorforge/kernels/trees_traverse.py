@@ -103,12 +103,14 @@ class _Flat:
     whole forest (few rows): every node's test at once, v = x[:, f] (N, nodes), next = where(v m θ, true, false),
         then D gathers cur ← next[cur] from the roots — 4 + D ops whatever the forest's size (batch 1: ~20 ops);
     level by level (many rows): only the visited nodes, per level n = cur, go = x[r, f[n]] m θ[n],
-        cur ← false[n] + go·(true[n] − false[n]) — 5 ops per level over (N, trees) entries.
+        cur ← false[n] + go·(true[n] − false[n]) — 7 ops per level over (N, trees) entries.
     The cheaper one is picked per call from N (`_WHOLE_NS`/`_LEVEL_NS`, measured on the CPU; bench/trees.py).
     Traffic: whole ≈ N·nodes·(4 + 4 + 1 + 4) bytes + D·N·trees gathers; level ≈ D·N·trees·(4·4 + 4) bytes.
     ∈ (set) nodes use the reference's step (Forest.step)."""
 
-    _OP_NS, _WHOLE_NS, _LEVEL_NS = 5000, 10, 15      # per torch op, per (row, node) entry, per (row, tree, level)
+    # measured on the CPU (1 thread, bench forests): ~8 µs a torch op, ~5 ns a (row, node) entry of the whole table,
+    # ~5 ns a (row, tree, level) visit of the walk, 7 ops a level → crossover near 30 rows (RF100), 4 rows (GB500)
+    _OP_NS, _WHOLE_NS, _LEVEL_NS, _LEVEL_OPS = 8000, 5, 5, 7
 
     def __init__(self, forest: Forest):
         self.f = forest
@@ -122,15 +124,6 @@ class _Flat:
         self.miss = forest.missing if bool(forest.missing.any()) else None
         self.mode = forest.mode if len(self.modes) > 1 else None
         self.depth = forest.depth
-        self._starts: dict[int, torch.Tensor] = {}       # rows → (rows, trees) root indices, made once per batch size
-
-    def _start(self, n: int) -> torch.Tensor:
-        r = self._starts.get(n)
-        if r is None:
-            if len(self._starts) > 8:
-                self._starts.clear()
-            r = self._starts[n] = self.roots.unsqueeze(0).expand(n, -1).contiguous()
-        return r
 
     def _go(self, v, thr, mode, miss):
         if self.mode is None:
@@ -146,14 +139,14 @@ class _Flat:
     def whole_cheaper(self, n: int) -> bool:
         t, d = self.roots.numel(), self.depth
         whole = (4 + d) * self._OP_NS + n * self.f.n_nodes * self._WHOLE_NS
-        level = 5 * d * self._OP_NS + n * t * d * self._LEVEL_NS
+        level = self._LEVEL_OPS * d * self._OP_NS + n * t * d * self._LEVEL_NS
         return whole <= level
 
     def leaves(self, x: torch.Tensor) -> torch.Tensor:
         if self.member:
             return self.f.leaves(x)
         n = x.shape[0]
-        cur = self._start(n)
+        cur = self.roots.unsqueeze(0).expand(n, -1)      # a view: nothing allocated (CUDA graphs keep no stale start)
         if self.whole_cheaper(n):
             nxt = torch.where(self._go(x.index_select(1, self.feat), self.thr, self.mode, self.miss),
                               self.true, self.false)
@@ -162,7 +155,7 @@ class _Flat:
             return cur
         shape = cur.shape
         for _ in range(self.depth):
-            c = cur.view(-1)
+            c = cur.reshape(-1)
             v = x.gather(1, self.feat.index_select(0, c).view(shape))
             go = self._go(v, self.thr.index_select(0, c).view(shape),
                           None if self.mode is None else self.mode.index_select(0, c).view(shape),
