@@ -6,7 +6,11 @@ a GRU/LSTM sequence model, a Loop/If model, a YOLO-style detector at 640×640) a
 Timing: the two engines are timed APART, in alternating blocks in one process (onnxruntime's spinning pool would
 otherwise steal a core from the other), median over all blocks, p10–p90 spread. Per model also: max abs difference
 from onnxruntime (and pass at rtol 1e-3, atol 1e-4), the runtime overhead (per call, wall time of `execute` minus
-the sum of its kernels' times, per layer and as % of the call) and, for the slowest ratio, the per-layer profile.
+the sum of its kernels' times, per layer and as % of the call) and, for every model slower than onnxruntime
+(ratio > 1), the per-layer profile, onnxruntime's own per-node profile by op family beside ours, and the "what would
+close it" line (bench/cpu_profile.py). Engines are built with CPU tactic timing (a timing cache in a temporary
+file: each layer with two or more candidates — oneDNN against torch — is timed at its shapes, as on the GPU);
+--untimed builds take the candidates' priority order instead.
 Writes bench/results/cpu-<machine>.json (rows[].model, rows[].ratio, environment.threads: read by
 tools/gen_readme_status.py) and .md.
 """
@@ -17,6 +21,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 
 # torch's libgomp pool spin-waits between parallel regions by default; on this shared 2-core machine that steals the
@@ -29,6 +34,7 @@ sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from cpu_profile import closing_line, ort_by_op  # noqa: E402
 from measure import stats  # noqa: E402
 
 THREADS = 2
@@ -120,6 +126,7 @@ def main(argv=None) -> int:
     p.add_argument("--block-ms", type=float, default=600.0, help="target wall time of one block of one engine")
     p.add_argument("--only", default="", help="comma-separated model names")
     p.add_argument("--toy", action="store_true", help="also the small models of the earlier table")
+    p.add_argument("--untimed", action="store_true", help="build without CPU tactic timing (priority order)")
     p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     args = p.parse_args(argv)
     import onnxruntime as ort
@@ -141,7 +148,9 @@ def main(argv=None) -> int:
         sess = ort.InferenceSession(onnx_bytes, opts, providers=["CPUExecutionProvider"])
         np_feed = {i.name: feeds[i.name] for i in sess.get_inputs()}
         t0 = time.perf_counter()
-        engine = tfg.build(onnx_bytes, device="cpu")
+        with tempfile.TemporaryDirectory() as tmp:
+            engine = tfg.build(onnx_bytes, device="cpu",
+                               timing_cache=None if args.untimed else os.path.join(tmp, "timing.json"))
         build_s = time.perf_counter() - t0
         ctx = ExecutionContext(engine.data, "cpu")
         feed = {k: torch.from_numpy(v) for k, v in np_feed.items()}
@@ -163,6 +172,8 @@ def main(argv=None) -> int:
                "device_layers": sum(layer.placement != "host" for layer in engine.data.layers),
                "layer_ops": sorted({layer.op for layer in engine.data.layers if layer.placement != "host"}),
                "runtime_overhead": over, "build_s": round(build_s, 2),
+               "tactics": {k: v for k, v in (engine.data.build_info.get("tactics") or {}).items()
+                           if k in ("timed_layers", "measurements", "untimed_layers")},
                "passes": {k: v for k, v in (engine.data.build_info.get("passes") or {}).items() if v}}
         rows.append(row)
         total = sum(per_layer) or 1.0
@@ -174,12 +185,20 @@ def main(argv=None) -> int:
         for i, t in enumerate(per_layer):
             by_op[engine.data.layers[i].op] = by_op.get(engine.data.layers[i].op, 0.0) + t
         row["time_by_op_pct"] = {k: round(100 * v / total, 1) for k, v in sorted(by_op.items(), key=lambda kv: -kv[1])}
+        if row["ratio"] > 1.0:            # a miss: onnxruntime's own profile beside ours, and what would close it
+            ours_ms = {k: round(v, 4) for k, v in sorted(by_op.items(), key=lambda kv: -kv[1])}
+            row["kernel_ms_by_op"] = ours_ms
+            row["onnxruntime_ms_by_op"] = {k: round(v, 4) for k, v in ort_by_op(onnx_bytes, np_feed, THREADS).items()}
+            row["closing"] = closing_line(name, ours_ms, row["onnxruntime_ms_by_op"], ort_st["median_ms"],
+                                          len(per_layer), sum(per_layer), over["pct"])
         print(f"{name:<18} ort {ort_st['median_ms']:9.3f} ms  tensorforge {tf_st['median_ms']:9.3f} ms  ratio "
               f"{row['ratio']:.2f}  max|diff| {diff:.1e}{'' if ok else ' MISMATCH'}  overhead "
               f"{over['per_layer_us']:.1f} µs/layer ({over['pct']:.1f} %)", flush=True)
         del ctx, engine, sess
     ranked = [r["model"] for r in sorted(rows, key=lambda r: -r["ratio"])]
     slowest = ranked[0] if ranked else None
+    by_name = {r["model"]: r for r in rows}
+    misses = [m for m in ranked if by_name[m]["ratio"] > 1.0]
     res = {"environment": {"machine": platform.machine(), "processor": platform.processor(), "threads": THREADS,
                            "torch": torch.__version__, "onnxruntime": ort.__version__, "tensorforge": tfg.__version__,
                            "blocks": args.blocks, "block_ms": args.block_ms, "timing": "alternating blocks, one process",
@@ -187,7 +206,7 @@ def main(argv=None) -> int:
                            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                            "loadavg_after": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()},
            "rows": rows, "slowest": slowest, "slowest_profile": profiles.get(slowest, []),
-           "profiles": {m: profiles[m] for m in ranked[:3]}}
+           "profiles": {m: profiles[m] for m in misses}}
     os.makedirs(args.out_dir, exist_ok=True)
     stem = f"cpu-{platform.machine()}"
     with open(os.path.join(args.out_dir, f"{stem}.json"), "w") as f:
@@ -199,7 +218,9 @@ def main(argv=None) -> int:
           f"{env['loadavg_after'][0]} (shared machine: absolute times are noisy, the ratio is the figure). "
           f"OMP_WAIT_POLICY={env['omp_wait_policy']} for torch's pool (active spinning steals the cores under load).",
           "Runtime overhead: wall time of an uncaptured `execute` minus the sum of its kernels' times, per layer and as "
-          "a share of the call. Matches: rtol 1e-3, atol 1e-4 against onnxruntime.", "",
+          "a share of the call. Matches: rtol 1e-3, atol 1e-4 against onnxruntime. Tactics: "
+          + ("priority order (--untimed)." if args.untimed else "timed per layer on the CPU (a timing cache per build; "
+             "layers with one candidate untimed)."), "",
           "| model | onnxruntime ms | tensorforge ms | tf / ort | max abs diff | matches | overhead µs/layer (% of call) "
           "| engine layers | top ops by time |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
@@ -209,11 +230,15 @@ def main(argv=None) -> int:
                   f"{r['tensorforge']['median_ms']:.3f} ±{r['tensorforge']['spread_pct']:.0f}% | {r['ratio']:.2f} | "
                   f"{r['max_abs_diff']:.1e} | {'yes' if r['matches'] else 'NO'} | {o['per_layer_us']:.1f} ({o['pct']:.1f}%) | "
                   f"{r['device_layers']} | {top} |")
-    for rank, m in enumerate(ranked[:3]):
-        md += ["", f"## Per-layer profile, {'slowest' if rank == 0 else f'slowest #{rank + 1}'} ratio: {m}", "",
+    md += ["", f"## Per-layer profiles of the {len(misses)} models slower than onnxruntime (ratio > 1), slowest first",
+           "", "Top 12 layers by median kernel time (hooked uncaptured calls); then onnxruntime's profiler by op family "
+           "and what would close the gap."]
+    for m in misses:
+        md += ["", f"### {m}: {by_name[m]['ratio']:.2f}×", "",
                "| layer | op | tactic | median ms | % of kernel time |", "| --- | --- | --- | --- | --- |"]
         md += [f"| {x['layer']} | {x['op']} | {x['tactic']} | {x['median_ms']:.3f} | {x['pct']:.1f} |"
                for x in profiles[m]]
+        md += [""] + [f"- {line}" for line in by_name[m].get("closing", [])]
     with open(os.path.join(args.out_dir, f"{stem}.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))
