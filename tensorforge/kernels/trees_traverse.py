@@ -98,19 +98,22 @@ class _Perfect:
 
 
 class _Flat:
-    """The canonical node arrays as flat int32/threshold vectors over all trees (built once), two strategies a call:
+    """The canonical node arrays as flat int32/threshold vectors over all trees (built once); three plans a call:
 
-    whole forest (few rows): every node's test at once, v = x[:, f] (N, nodes), next = where(v m θ, true, false),
-        then D gathers cur ← next[cur] from the roots — 4 + D ops whatever the forest's size (batch 1: ~20 ops);
+    whole forest (few rows): every node's test at once, v = x[:, f] (N, nodes), next = where(v m θ, true, false), then
+        walk:  D gathers cur ← next[cur] from the roots (3 + D ops), or
+        jump:  ⌈log₂ D⌉ squarings next ← next[next] (leaves point at themselves, so after k of them next[n] is 2ᵏ
+               levels down), then next[:, roots] (4 + ⌈log₂ D⌉ ops: batch 1 of a depth-11 forest, 8 ops);
     level by level (many rows): only the visited nodes, per level n = cur, go = x[r, f[n]] m θ[n],
         cur ← false[n] + go·(true[n] − false[n]) — 7 ops per level over (N, trees) entries.
-    The cheaper one is picked per call from N (`_WHOLE_NS`/`_LEVEL_NS`, measured on the CPU; bench/trees.py).
-    Traffic: whole ≈ N·nodes·(4 + 4 + 1 + 4) bytes + D·N·trees gathers; level ≈ D·N·trees·(4·4 + 4) bytes.
+    `plan(N)` picks the cheapest by a cost model measured on the CPU (bench/trees.py).
+    Traffic: whole ≈ N·nodes·13 bytes + walk D·N·trees / jump ⌈log₂ D⌉·N·nodes gathers; level ≈ D·N·trees·20 bytes.
     ∈ (set) nodes use the reference's step (Forest.step)."""
 
     # measured on the CPU (1 thread, bench forests): ~8 µs a torch op, ~5 ns a (row, node) entry of the whole table,
-    # ~5 ns a (row, tree, level) visit of the walk, 7 ops a level → crossover near 30 rows (RF100), 4 rows (GB500)
-    _OP_NS, _WHOLE_NS, _LEVEL_NS, _LEVEL_OPS = 8000, 5, 5, 7
+    # ~5 ns a gathered entry, ~5 ns a (row, tree, level) visit of the walk, 7 ops a level → whole below ~30 rows
+    # (RF100), ~4 rows (GB500)
+    _OP_NS, _WHOLE_NS, _GATHER_NS, _LEVEL_NS, _LEVEL_OPS = 8000, 5, 5, 5, 7
 
     def __init__(self, forest: Forest):
         self.f = forest
@@ -136,20 +139,29 @@ class _Flat:
             go |= miss & torch.isnan(v)
         return go
 
-    def whole_cheaper(self, n: int) -> bool:
-        t, d = self.roots.numel(), self.depth
-        whole = (4 + d) * self._OP_NS + n * self.f.n_nodes * self._WHOLE_NS
-        level = self._LEVEL_OPS * d * self._OP_NS + n * t * d * self._LEVEL_NS
-        return whole <= level
+    def plan(self, n: int) -> str:
+        """'jump', 'walk' or 'level' for n rows: the cheapest by the cost model (class attributes)."""
+        t, d, nodes = self.roots.numel(), self.depth, self.f.n_nodes
+        hops = max(1, (d - 1).bit_length())
+        table = 3 * self._OP_NS + n * nodes * self._WHOLE_NS
+        cost = {"walk": table + d * (self._OP_NS + n * t * self._GATHER_NS),
+                "jump": table + (hops + 1) * self._OP_NS + n * (hops * nodes + t) * self._GATHER_NS,
+                "level": d * (self._LEVEL_OPS * self._OP_NS + n * t * self._LEVEL_NS)}
+        return min(cost, key=cost.get)
 
     def leaves(self, x: torch.Tensor) -> torch.Tensor:
         if self.member:
             return self.f.leaves(x)
         n = x.shape[0]
         cur = self.roots.unsqueeze(0).expand(n, -1)      # a view: nothing allocated (CUDA graphs keep no stale start)
-        if self.whole_cheaper(n):
+        plan = self.plan(n) if self.depth else "walk"
+        if plan != "level":
             nxt = torch.where(self._go(x.index_select(1, self.feat), self.thr, self.mode, self.miss),
                               self.true, self.false)
+            if plan == "jump":
+                for _ in range(max(1, (self.depth - 1).bit_length())):
+                    nxt = nxt.gather(1, nxt)
+                return nxt.index_select(1, self.roots)
             for _ in range(self.depth):
                 cur = nxt.gather(1, cur)
             return cur

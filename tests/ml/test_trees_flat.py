@@ -1,5 +1,6 @@
-"""The flat traversal (kernels/trees_traverse._Flat, tactic `traverse`) in both of its strategies — the whole-forest
-next-node table (few rows) and the level-by-level walk (many rows) — forced in turn, against onnxruntime on random
+"""The flat traversal (kernels/trees_traverse._Flat, tactic `traverse`) in each of its plans — the whole-forest
+next-node table walked (walk) or squared (jump), and the level-by-level walk (level) — forced in turn, against
+onnxruntime on random
 ensembles with every branch mode, NaN inputs with missing-value tracks, several targets and the binary encoding;
 at 1 row and at 300. A deliberately wrong child choice must fail the check."""
 
@@ -34,9 +35,9 @@ def _compare(model, x, names):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-@pytest.fixture(params=["whole", "level"])
+@pytest.fixture(params=["walk", "jump", "level"])
 def strategy(request, monkeypatch):
-    monkeypatch.setattr(trees_traverse._Flat, "whole_cheaper", lambda self, n: request.param == "whole")
+    monkeypatch.setattr(trees_traverse._Flat, "plan", lambda self, n: request.param)
     return request.param
 
 
@@ -75,11 +76,11 @@ def test_wrong_child_is_caught(strategy, monkeypatch):
 
 
 def test_cost_model_switches_with_rows():
-    """scikit-learn's random forest on breast cancer (30 unlimited-depth trees): whole table at 1 row, level walk at
-    1000 rows."""
+    """scikit-learn's random forest on breast cancer (30 unlimited-depth trees): the squared whole table at 1 row,
+    the level walk at 1000 rows."""
     pytest.importorskip("skl2onnx")
     import corpus
     from tensorforge.ir.ops.ml_trees import Forest
     layer = next(la for la in parse(corpus.model("rf_cancer_binary")[0]).layers if la.op.startswith("TreeEnsemble"))
     flat = trees_traverse._Flat(Forest(layer.attrs))
-    assert flat.whole_cheaper(1) and not flat.whole_cheaper(1000)
+    assert flat.depth >= 8 and flat.plan(1) == "jump" and flat.plan(1000) == "level"
