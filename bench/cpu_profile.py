@@ -24,11 +24,12 @@ FAMILY = {"FusedConv": "Conv", "FusedConvPool": "Conv", "Conv": "Conv", "MatMulE
           "GlobalAveragePool": "Pool", "MaxPool": "Pool", "AveragePool": "Pool"}
 
 NOTES = {
-    "loop_if_32": ("Loop", "the body runs as a slot program with its input GEMM lifted out of the trips "
-                   "((x·Wx)[i], kernels/body_program.py) and the hidden GEMM joined with the row in one addmm: each "
-                   "trip is still 3 torch calls plus the program's Python, ≈ 12–16 µs, where onnxruntime's C++ Loop "
-                   "takes ≈ 4–8 µs a trip. Closing it needs the trip compiled as one generated CPU kernel "
-                   "(addmm + bias + tanh) or the Loop recognised as an RNN and run as one fused recurrent call."),
+    "loop_if_32": ("Loop", "the body runs as a slot program with its input GEMM and bias lifted out of the trips "
+                   "((x·Wx + b)[i], kernels/body_program.py), the hidden GEMM joined with the row in one addmm and "
+                   "tanh applied in place: each trip is one torch addmm, one tanh_ and the program's and Loop's "
+                   "Python (the trip index, the condition read), ≈ 10–20 µs a trip where onnxruntime's C++ Loop "
+                   "takes ≈ 4–8 µs. Closing it needs the trip loop itself out of Python: the Loop recognised as an "
+                   "RNN and run as one fused recurrent call, or the whole loop as one generated CPU kernel."),
     "gru_lstm_200": ("GRU", "torch has no fused CPU GRU: `_VF.gru` is an ATen loop of ≈ 10 unfused ops a step "
                      "around a (1, 256)·(256, 768) MKL GEMV of ≈ 17 µs (oneDNN's RNN primitive, reachable through "
                      "torch only as `mkldnn_rnn_layer`, takes LSTM alone); small recurrent layers already run on one "

@@ -8,7 +8,10 @@ the *row-lifted* layers: a value X[i] (Gather of an invariant X at the trip inde
 layers make of it (Unsqueeze, MatMul/MatMulEpilogue by an invariant 2-D weight, elementwise ops with invariant
 operands) are computed for all rows at once, P = f(X), and each trip reads its row P[i] (a `select`, no copy).
 Loop body z = X[i]·W + h·U: one (F, K)×(K, N) GEMM per call instead of one (1, K)×(K, N) GEMM plus a Gather and
-an Unsqueeze per trip. A fused MatMulEpilogue with a trip-varying residual keeps only `row + residual` in the trip.
+an Unsqueeze per trip. A fused MatMulEpilogue with a trip-varying residual keeps only `row + residual` in the trip
+(one addmm when the residual is the trip's own MatMul by an invariant weight); an invariant addend of that sum is
+folded into the stack and a following Tanh/Relu/Sigmoid applied in place (`_fold`): tanh(x_i·W + h·U + b) is one
+addmm and one in-place tanh per trip.
 The *trip* phase runs the remaining kernels on a copy of the prelude's slots; Identity layers become slot aliases
 (no call); slots are cleared after their last reader. Lifting is decided at build from the graph; the run-time
 shapes it needs (a 2-D weight, operands of rank ≤ the row's) are checked in the prelude, which returns None when
@@ -114,6 +117,24 @@ def _row_addmm(ins):
     return [row + torch.matmul(a, w)]
 
 
+def _add_stack(v, trips):
+    """Prelude step: an invariant addend folded into a row stack, P + c (c of rank ≤ the row's)."""
+    p, c = v
+    if c.dim() > p.dim() - 1:
+        raise NoLift
+    return p + c
+
+
+_IN_PLACE = {"Tanh": torch.Tensor.tanh_, "Relu": torch.Tensor.relu_, "Sigmoid": torch.Tensor.sigmoid_}
+
+
+def _then(step, act):
+    """A row step followed by an attribute-free activation, applied in place on its fresh result."""
+    def run(ins):
+        return [act(step(ins)[0])]
+    return run
+
+
 class BodyProgram:
     """`net` compiled once. `prelude(invariant values, trips)` → the base slots (None: a lift refused);
     `trip(base, i, varying values)` → the body's outputs; `program(inputs)` does both for one run (If).
@@ -137,7 +158,7 @@ class BodyProgram:
         self.var_slots = tuple(slot(n) for n in net.inputs if n not in invariant)
         self.in_slots = tuple(table[n] for n in net.inputs)
         inv, lifted = set(net.constants) | set(invariant), set()
-        prelude, steps, rows, made_by = [], [], {}, {}
+        prelude, steps, rows, made_by, row_made = [], [], {}, {}, {}
         outputs = set(net.outputs)
         readers: dict[str, int] = {}
         for layer in net.layers:
@@ -184,6 +205,10 @@ class BodyProgram:
                         steps.append((_row_addmm, (table[stack], 2, *mm[1]), (slot(out),)))
                     else:
                         steps.append((_row_plus, (table[stack], 2, read(residual)), (slot(out),)))
+                    row_made[out] = len(steps) - 1
+                continue
+            if hoist and len(outs) == 1 and self._fold(layer, outs[0], table, slot, prelude, steps, row_made, inv,
+                                                       readers, outputs):
                 continue
             if layer.op == "Identity" and len(layer.inputs) == 1 and len(outs) == 1 and layer.inputs[0]:
                 table[outs[0]] = read(layer.inputs[0])      # an alias: no call
@@ -207,6 +232,32 @@ class BodyProgram:
         self.lifted = sorted(lifted)
         self.hoisted = [s for s in prelude if len(s) == 3]
         self.template = template
+
+    @staticmethod
+    def _fold(layer, out, table, slot, prelude, steps, row_made, inv, readers, outputs) -> bool:
+        """Fold `layer` into the row step (P[i] + r) that makes its only trip-varying input, when that value has no
+        other reader: Add of an invariant c → the stack becomes P + c in the prelude (fp32 sums reassociated:
+        (P[i] + c) + r); Tanh/Relu/Sigmoid → applied in place by the row step. True when folded (`out` then names
+        the row step's result)."""
+        ins = [i for i in layer.inputs if i]
+        v = next((i for i in ins if i in row_made), None)
+        if v is None or readers.get(v) != 1 or v in outputs or len(layer.inputs) != len(ins):
+            return False
+        j = row_made.pop(v)
+        step, step_ins, step_outs = steps[j]
+        if layer.op == "Add" and len(ins) == 2 and ins[0] != ins[1] and all(i == v or i in inv for i in ins):
+            c = ins[1] if ins[0] == v else ins[0]
+            stack = f"{out}@stack"
+            prelude.append((_add_stack, (step_ins[0], table[c]), (slot(stack),), "lift"))
+            steps[j] = (step, (table[stack], *step_ins[1:]), step_outs)
+            row_made[out] = j
+        elif layer.op in _IN_PLACE and len(ins) == 1:
+            steps[j] = (_then(step, _IN_PLACE[layer.op]), step_ins, step_outs)
+        else:
+            row_made[v] = j
+            return False
+        table[out] = step_outs[0]
+        return True
 
     def prelude(self, invariant_values, trips=None):
         slots = self.template[:]

@@ -103,8 +103,15 @@ def test_rnn_body_lifts_the_input_gemm_and_joins_the_hidden_one():
     model = loop_model(RNN_BODY, trips=12, rows=12)
     prog = _program(_check(model, _feeds(12)))
     assert {"xi0", "xi"} <= set(prog.lifted)               # x_i and its Unsqueeze: rows of the whole stack
-    kinds = [getattr(k, "__name__", "") for k, *_ in prog.steps]
-    assert "_row_addmm" in kinds and len(prog.steps) <= 3, kinds   # row + h·U in one call, then + b, tanh
+    assert len(prog.steps) == 1, prog.steps               # tanh((x·W + b)[i] + h·U): one addmm, tanh in place
+
+
+def test_a_row_value_read_twice_is_not_folded():
+    """z = (x·W + h·U) + b is also a scan output: tanh is not applied to it in place (z stays z)."""
+    body = RNN_BODY[:-1] + [helper.make_node("Tanh", ["z"], ["h_out"]), helper.make_node("Identity", ["z"], ["s"])]
+    model = loop_model(body, trips=8, rows=8, scan=True)
+    prog = _program(_check(model, _feeds(8)))
+    assert len(prog.steps) == 2                            # the addmm row (+ b folded), then tanh on its own
 
 
 def test_fully_lifted_chain_and_its_rows_as_scan_outputs():
@@ -163,3 +170,11 @@ def test_check_catches_a_wrong_row(monkeypatch):
     monkeypatch.setattr(body_program, "_row", lambda ins: [ins[0].select(0, ins[1] + 1)])
     got = _run(tfg.build(model, device="cpu").data, feeds)["hs"].numpy()
     assert not np.allclose(got, ort_run(model, feeds)["hs"], rtol=1e-3, atol=1e-4)
+
+
+def test_check_catches_a_wrong_fold(monkeypatch):
+    """The comparison can fail: with the folded addend subtracted instead of added the Loop disagrees."""
+    model, feeds = loop_model(RNN_BODY, trips=12, rows=12), _feeds(12)
+    monkeypatch.setattr(body_program, "_add_stack", lambda v, trips: v[0] - v[1])
+    got = _run(tfg.build(model, device="cpu").data, feeds)["h"].numpy()
+    assert not np.allclose(got, ort_run(model, feeds)["h"], rtol=1e-3, atol=1e-4)
