@@ -55,6 +55,7 @@ DYNAMIC_OK = {
     "plugin/loader.py": "imports the user's plugin modules by the names they configure, never a tensorforge room",
     "cli/main.py": "imports the chosen subcommand's module; cli may import anything",
     "kernels/compile_cache.py": "a compile worker imports the module defining the Triton kernel it compiles for the parent",
+    "kernels/compile_pool.py": "a compile worker imports the module defining the Triton kernel it compiles for the parent",
     "__init__.py": "resolves `tfg.<name>` on first use (PEP 562): the names it re-exports and the room named",
 }
 

@@ -10,6 +10,7 @@ each variant by Triton's cache key, so a variant that many layers share is compi
 import time
 
 from ..kernels.compile_cache import discover
+from ..util.log import get_logger
 
 
 def discover_jobs(layer, found, inputs: list, device, keep: bool = True) -> tuple[dict, list]:
@@ -37,14 +38,20 @@ def queue_ahead(layers, walk, pool, fitting) -> dict:
     real choices may differ: a variant found only then is compiled when its layer is timed). Returns counts."""
     t0 = time.perf_counter()
     layers_queued = jobs = 0
+    skipped: dict[str, str] = {}
     for layer in layers:
-        select = fitting(layer)
-        if select is not None:
-            inputs = walk.materialize(layer)
-            _, found_jobs = discover_jobs(layer, select(inputs), inputs, walk.device, keep=False)
-            pool.submit(found_jobs)
-            layers_queued += 1
-            jobs += len(found_jobs)
-            del inputs
+        try:
+            select = fitting(layer)
+            if select is not None:
+                inputs = walk.materialize(layer)
+                _, found_jobs = discover_jobs(layer, select(inputs), inputs, walk.device, keep=False)
+                pool.submit(found_jobs)
+                layers_queued += 1
+                jobs += len(found_jobs)
+                del inputs
+        except Exception as e:  # noqa: BLE001 - that layer's kernels compile when it is timed; the reason is logged
+            skipped[layer.name] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
         walk.untimed(layer)
-    return {"layers": layers_queued, "jobs": jobs, "seconds": time.perf_counter() - t0}
+    for name, why in skipped.items():
+        get_logger().verbose(f"kernel precompile: layer {name} not queued ahead ({why}); compiled when timed")
+    return {"layers": layers_queued, "jobs": jobs, "skipped": len(skipped), "seconds": time.perf_counter() - t0}

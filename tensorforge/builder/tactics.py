@@ -261,7 +261,7 @@ def _kernel_counts(kcache) -> dict:
     return {"new_entries": kcache.compiled, "cached_before": kcache.checked.kept,
             "pool_workers": pool.workers if pool else 0, "variants": pool.variants if pool else 0,
             "workers": pool.jobs if pool else 0, "workers_compile_s": round(pool.compile_s, 3) if pool else 0.0,
-            "failed": len(pool.failed) if pool else 0,
+            "failed": pool.failures if pool else 0,
             "inline": kcache.inline, "inline_s": round(kcache.inline_s, 3)}
 
 
@@ -436,7 +436,7 @@ def _precompile(layer: Layer, found, inputs: list, device, pool) -> dict:
     built, jobs = discover_jobs(layer, found, inputs, device)
     if jobs:
         t0 = time.perf_counter()
-        ok = pool.compile_all(jobs)
+        ok = pool.compile_all(jobs, new=pool.backlog() <= pool.workers)
         get_logger().verbose(f"layer {layer.name}: {ok}/{len(jobs)} Triton kernels compiled in {pool.workers} "
                              f"workers in {time.perf_counter() - t0:.2f} s" +
                              (f" (in-process instead: {pool.failed})" if pool.failed else ""))

@@ -1,0 +1,220 @@
+"""Ahead-of-time Triton compiles in worker processes: find the kernels a call would compile, compile them elsewhere.
+
+Entry points: `discover(run)` (the compiles `run()` would start, as jobs, nothing compiled or launched),
+`job_key(job)` (Triton's own cache key of a job, and whether the cache holds it), `compile_job(job)` (what a worker
+runs: no GPU needed, the target travels with the job), `CompilePool(workers, folder)` (spawned workers; each
+variant compiled once per build; `submit` returns at once, `wait` blocks). The Triton cache folder and its
+checks are kernels/compile_cache.py; a build's pool is created by its `for_build`.
+"""
+
+import hashlib
+import json
+import os
+
+def _generated_text(module: str) -> str | None:
+    """The source of a generated kernel module (kernels/generated.py names them tensorforge_kernel_<hash16>)."""
+    if not module.startswith("tensorforge_kernel_"):
+        return None
+    from . import generated
+    prefix = module[len("tensorforge_kernel_"):]
+    for key, text in list(generated._SOURCES.items()):
+        if key.startswith(prefix):
+            return text
+    return None
+
+
+def discover(run) -> list[tuple]:
+    """The Triton compiles `run()` would start, as jobs for `compile_job`, without compiling or launching them:
+    Triton's jit_cache_hook sees each in-memory cache miss first and, answering True, skips it (the launch
+    returns None; outputs of such a dry call are garbage and discarded). Errors of the dry call end discovery.
+    A job is (module, kernel name, generated source or None, specialisation JSON with the target in it)."""
+    from triton import knobs
+    jobs: list[tuple] = []
+
+    def hook(**kw):
+        fn = kw["fn"]
+        spec = json.loads(kw["compile"]["specialization_data"])
+        if "target" not in spec:          # Triton ≤ 3.6 leaves the target out: the launching device's, as JIT uses
+            spec["target"] = _current_target()
+        jobs.append((fn.module, fn.name, _generated_text(fn.module), json.dumps(spec, sort_keys=True)))
+        return True
+    old = knobs.runtime.jit_cache_hook
+    knobs.runtime.jit_cache_hook = hook
+    try:
+        run()
+    except Exception:  # noqa: BLE001 - a dry call may fail on skipped launches; the jobs found so far still count
+        pass
+    finally:
+        knobs.runtime.jit_cache_hook = old
+    return jobs
+
+
+def _decode_constant(value):
+    import triton.language as tl
+    if isinstance(value, str) and tl.dtype.is_dtype(value):
+        return tl.dtype(value)
+    if isinstance(value, dict) and "constexpr" in value:
+        v = value["constexpr"]
+        return tl.constexpr(tuple(v) if isinstance(v, list) else v)
+    if isinstance(value, dict):
+        raise ValueError(f"constant {value} cannot be compiled ahead of time")
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _current_target() -> dict:
+    from triton.runtime import driver
+    t = driver.active.get_current_target()
+    return {"backend": t.backend, "arch": t.arch, "warp_size": t.warp_size}
+
+
+def _source(job: tuple):
+    """(ASTSource, GPUTarget, options dict) of a discovered job, exactly as the launching process would compile it."""
+    import importlib
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    module, name, text, spec = job
+    if text is not None:
+        from . import generated
+        namespace = generated.load_module(generated.register_source(text))
+    else:
+        namespace = vars(importlib.import_module(module))
+    fn = namespace[name]
+    data = json.loads(spec)
+    if "target" not in data:
+        raise ValueError(f"job {name} names no target (discover() adds the launching device's)")
+    constexprs = {tuple(k): _decode_constant(v) for k, v in zip(data["constant_keys"], data["constant_vals"])}
+    attrs = {tuple(k): v for k, v in zip(data["attrs_keys"], data["attrs_vals"])}
+    signature = {k: tuple(v) if isinstance(v, list) else v for k, v in data["signature"].items()}
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in data["options"].items()}
+    return ASTSource(fn, signature, constexprs, attrs), GPUTarget(**data["target"]), options
+
+
+def job_key(job: tuple) -> tuple[str, bool]:
+    """(Triton's cache hash of the job, whether TRITON_CACHE_DIR already holds it): the key triton.compile derives
+    from the kernel's source (and its callees'), specialisation, options, target, Triton's version and its
+    cache-invalidating environment — one variant, whichever layer asked for it."""
+    import triton.compiler.compiler as tc
+    src, target, options = _source(job)
+    backend = tc.make_backend(target)
+    opts = backend.parse_options(dict(options, **src.parse_options()))
+    text = tc.get_cache_key(src, backend, opts, env_vars=tc.get_cache_invalidating_env_vars())
+    key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return key, tc.get_cache_manager(key).get_group(f"{src.name[:150]}.json") is not None
+
+
+def compile_job(job: tuple) -> tuple[str, str, float]:
+    """Compile one discovered kernel into TRITON_CACHE_DIR (in a worker: no GPU needed, the target is explicit).
+    Returns (kernel name, its cache key, compile seconds). The same source, specialisation, options and target
+    give the entry key the launching process computes, so its first launch loads the file instead of compiling."""
+    import time
+    import triton
+    t0 = time.perf_counter()
+    src, target, options = _source(job)
+    triton.compile(src, target=target, options=options)
+    return job[1], job_key(job)[0], time.perf_counter() - t0
+
+
+def _init_worker(folder: str) -> None:
+    os.environ["TRITON_CACHE_DIR"] = folder
+    os.environ.pop("TRITON_INTERPRET", None)
+
+
+def _reason(e: BaseException) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+
+
+class CompilePool:
+    """Worker processes (spawned: the parent holds a CUDA context) that compile discovered jobs into `folder`.
+
+    Jobs are identified by Triton's own cache key (`job_key`), so a variant asked for by many layers is compiled
+    once per build, and one already in the folder not at all. `submit` returns at once (the workers compile in
+    the background, e.g. every layer's candidates while the first layer is timed); `wait` blocks on some keys.
+    The processes start with the first job that is not cached: a warm rebuild starts none."""
+
+    def __init__(self, workers: int, folder: str):
+        self.workers, self.folder = workers, folder
+        self._pool = None
+        self._futures: dict[str, object] = {}        # key → Future (None: it was in the cache already)
+        self._names: dict[str, str] = {}              # key → kernel name
+        self._ok: dict[str, bool] = {}                # key → usable, once its compile finished
+        self.jobs = 0                                 # compiled by the workers
+        self.cached = 0                               # distinct variants found already compiled
+        self.compile_s = 0.0                          # the workers' compile seconds, summed
+        self.failed: dict[str, str] = {}             # kernel name → why (the caller may clear it after reporting)
+        self.failures = 0                             # jobs that failed, over the whole build
+
+    @property
+    def variants(self) -> int:
+        """Distinct kernel variants asked for so far (compiled, compiling, cached or failed)."""
+        return len(self._futures)
+
+    def _executor(self):
+        if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_init_worker,
+                                             mp_context=multiprocessing.get_context("spawn"), initargs=(self.folder,))
+        return self._pool
+
+    def backlog(self) -> int:
+        """Compiles queued or running in the workers."""
+        return sum(1 for f in self._futures.values() if f is not None and not f.done())
+
+    def submit(self, jobs: list[tuple], new: bool = True) -> list[str]:
+        """Queue the jobs not yet known (by cache key) and not cached; returns the keys of `jobs` to wait for (a
+        job whose key cannot be computed is in `failed`; with `new` off, an unknown job is left out: in both
+        cases its launch compiles it in-process)."""
+        keys = []
+        for job in jobs:
+            try:
+                key, cached = job_key(job)
+            except Exception as e:  # noqa: BLE001 - reported in `failed`; the launch compiles the kernel itself
+                self.failed[job[1]] = _reason(e)
+                self.failures += 1
+                continue
+            if key in self._futures:
+                keys.append(key)
+                continue
+            if not new and not cached:
+                continue
+            keys.append(key)
+            self.cached += cached
+            self._futures[key] = None if cached else self._executor().submit(compile_job, job)
+            self._names[key] = job[1]
+        return keys
+
+    def wait(self, keys: list[str]) -> int:
+        """Block until every key's compile finished; returns how many are usable (compiled or cached)."""
+        ok = 0
+        for key in keys:
+            fut = self._futures.get(key)
+            if fut is None:
+                ok += key in self._futures
+                continue
+            if key not in self._ok:
+                name = self._names.get(key, "?")
+                try:
+                    _, got, secs = fut.result()
+                    self._ok[key] = got == key
+                    if got != key:
+                        self.failed[name] = f"the worker's cache key {got[:12]}… is not the parent's {key[:12]}…"
+                        self.failures += 1
+                    self.compile_s += secs
+                    self.jobs += 1
+                except Exception as e:  # noqa: BLE001 - in `failed`; the in-process compile is the fallback path
+                    self._ok[key] = False
+                    self.failed[name] = _reason(e)
+                    self.failures += 1
+            ok += self._ok[key]
+        return ok
+
+    def compile_all(self, jobs: list[tuple], new: bool = True) -> int:
+        """Compile `jobs` (each variant once) in the workers, waiting for all; returns how many distinct variants
+        are usable. A job that fails is kept in `failed` with its reason: the launch compiles that kernel itself
+        (and fails the candidate with Triton's own error if it must). `new` off: wait only for jobs already
+        queued (a variant found now would wait behind the whole queue; its launch compiles it sooner)."""
+        return self.wait(list(dict.fromkeys(self.submit(jobs, new))))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
