@@ -6,10 +6,12 @@
 
 The two runtimes are timed apart in alternating blocks (ours, theirs, ours, …; median of per-call times over the
 blocks), never back to back in one loop. Outputs are compared first (labels exact, probabilities rtol 1e-5).
-Prints a markdown table; --out writes it to a file.
+Prints a markdown table (the header gives the load average: on a shared machine, compare runs of similar load);
+--out writes it to a file. `--threads 1` compares both runtimes single-threaded.
 """
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -115,8 +117,10 @@ def main(argv=None) -> int:
                     rows.append(f"| {name} | {batch} | {k} (kernel alone) | {v * 1e3:.3f} | {t['ort'] * 1e3:.3f} | "
                                 f"{t['ort'] / v:.2f}× |")
     table = "\n".join(rows)
+    load = " / ".join(f"{v:.1f}" for v in os.getloadavg())
     header = (f"device {args.device}, {args.threads} threads (torch.set_num_threads and onnxruntime intra_op), "
-              f"{args.blocks} alternating blocks of {args.block_seconds} s, median per call\n\n")
+              f"{args.blocks} alternating blocks of {args.block_seconds} s, median per call; load average at the end "
+              f"{load} (1/5/15 min) on {os.cpu_count()} cores\n\n")
     print(header + table)
     if args.out:
         with open(args.out, "w") as f:
