@@ -12,11 +12,13 @@ Issue 14 asks for this runner beside the ONNX engine and torch.compile default +
 import time
 
 
-def time_backend(module, x, fp16: bool, time_fn, log, want=None) -> dict:
+def time_backend(module, x, fp16: bool, time_fn, log, want=None, torch_fp16=None) -> dict:
+    """`torch_fp16`: accuracy.compare of PyTorch's own fp16 run against `want`; with it the fp16 rule's second
+    clause (≤ 1.5× PyTorch's fp16 error) applies, as it does to the ONNX engine of the same row."""
     import torch
 
     import tensorforge.frontend_torch as ft
-    from accuracy import compare
+    from accuracy import compare, judge_against_torch_fp16
     from peers import reset_compiler
     reset_compiler()
     before = len(ft.reports())
@@ -40,6 +42,8 @@ def time_backend(module, x, fp16: bool, time_fn, log, want=None) -> dict:
         if want is not None:
             got = (y[0] if isinstance(y, (tuple, list)) else y).float().cpu().numpy()
             st["accuracy_vs_ort_fp32"] = compare(got, want, fp16)
+            if fp16 and torch_fp16 is not None:
+                judge_against_torch_fp16(st["accuracy_vs_ort_fp32"], torch_fp16)
         log(f"  runner tf-backend: {st['median_ms']:.4f} ms, compile {compile_s:.1f} s, {st['engines']} engine(s), "
             f"{len(st['graph_breaks'])} graph break(s)")
         return st

@@ -91,11 +91,13 @@ def run_case(name: str, module: torch.nn.Module, onnx_bytes: bytes, dtype: str, 
     if dtype == "fp16":
         model = model.half()
         xp = x.half() if x.is_floating_point() else x
+    torch_fp16 = None                       # PyTorch's own fp16 error: the second clause, for both of our runners
     if "rel_to_max" in row["accuracy_vs_ort_fp32"] and dtype == "fp16":
         try:
             with torch.inference_mode():    # PyTorch's own fp16 run of the model: the error fp16 itself costs
                 peer = model(xp).float().cpu().numpy()
-            judge_against_torch_fp16(row["accuracy_vs_ort_fp32"], compare(peer, want, True))
+            torch_fp16 = compare(peer, want, True)
+            judge_against_torch_fp16(row["accuracy_vs_ort_fp32"], torch_fp16)
         except Exception as e:  # noqa: BLE001 - the engine's own numbers stand; the comparison is reported missing
             row["accuracy_vs_ort_fp32"]["torch_fp16_error"] = f"{type(e).__name__}: {str(e)[:200]}"
     time_fn = timer(device, iters, warmup)
@@ -117,7 +119,7 @@ def run_case(name: str, module: torch.nn.Module, onnx_bytes: bytes, dtype: str, 
     if backend:
         import backend_runner
         times[BACKEND] = backend_runner.time_backend(copy.deepcopy(module).to(device), x, dtype == "fp16", time_fn,
-                                                     log, want)
+                                                     log, want, torch_fp16)
     times.update(time_peers(model, (xp,), peers, time_fn, log, cuda=(device == "cuda"), profile=profile))
     row["runners"] = times
     if profiles:

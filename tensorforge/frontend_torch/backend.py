@@ -16,6 +16,7 @@ import torch.utils._pytree as pytree
 from ..util.errors import UsageError
 from ..util.log import get_logger
 from . import dynamic
+from .functional import export_functional
 from .partition import Report, build_options, lower_graph
 from .runner import EngineCall
 
@@ -62,7 +63,7 @@ def _lower(gm, example_inputs, options, state: set[int], ranges=None, dims=None)
         points = {k: {theirs: ranges[ours][j] for theirs, ours in to_ours.items()}
                   for j, k in enumerate(("min", "opt", "max"))}
     else:
-        ep, keep, points = torch.export.export(gm, tuple(example_inputs)), list(range(len(dyn_phs))), None
+        ep, keep, points = export_functional(gm, tuple(example_inputs)), list(range(len(dyn_phs))), None
     phs = [n.name for n in ep.graph_module.graph.nodes if n.op == "placeholder"]
     specs = ep.graph_signature.input_specs
     user = [name for name, s in zip(phs, specs) if s.kind.name == "USER_INPUT"]

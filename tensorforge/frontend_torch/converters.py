@@ -6,6 +6,8 @@ mask …); `supports(node)` asks the same question without building anything, so
 converter can never disagree. Op names and attributes are the IR's (ONNX names: Conv, Gemm, MatMul, …).
 """
 
+import operator
+
 import torch
 
 aten = torch.ops.aten
@@ -31,6 +33,9 @@ def converts(*targets, check=None):
 def unsupported_reason(node) -> str | None:
     """None when `node` (a call_function) converts; otherwise the reason it does not."""
     if node.target not in TABLE:
+        if isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable:
+            return (f"in-place {node.target} on a graph input or buffer (the caller sees the write; functional.py "
+                    "rewrites in-place ops only on intermediates)")
         return f"no converter for {node.target}"
     check = CHECKS.get(node.target)
     return check(node) if check is not None else None
@@ -98,6 +103,19 @@ def gelu(ctx, node):
     return ctx.add("Gelu", [ctx.t(node.args[0])], node, approximate=node.kwargs.get("approximate", "none"))
 
 
+@converts(aten.hardswish.default)
+def hardswish(ctx, node):
+    """x · relu6(x + 3) / 6: ONNX HardSwish."""
+    return ctx.add("HardSwish", [ctx.t(node.args[0])], node)
+
+
+@converts(aten.hardsigmoid.default)
+def hardsigmoid(ctx, node):
+    """relu6(x + 3) / 6 = max(0, min(1, x/6 + 1/2)): ONNX HardSigmoid with alpha 1/6, beta 1/2 (ONNX's defaults
+    are 0.2 and 0.5: both written out)."""
+    return ctx.add("HardSigmoid", [ctx.t(node.args[0])], node, alpha=1.0 / 6.0, beta=0.5)
+
+
 @converts(aten.silu.default)
 def silu(ctx, node):
     x = ctx.t(node.args[0])
@@ -136,13 +154,31 @@ def layer_norm(ctx, node):
 @converts(aten.batch_norm.default, check=lambda n: "batch_norm in training mode (call model.eval())"
           if _arg(n, 5, "training") or _arg(n, 3, "running_mean") is None else None)
 def batch_norm(ctx, node):
+    return _batch_norm_layer(ctx, node, float(_arg(node, 7, "eps", 1e-5)), node)
+
+
+def _batch_norm_layer(ctx, node, eps: float, out_node):
+    """BatchNormalization from args (x, weight, bias, running mean, running var, …); absent weight/bias are 1/0."""
     x, w, b, mean, var = (node.args[i] for i in range(5))
     c = ctx.static_dim(x, 1, "batch_norm")
     dtype = ctx.dtype(x)
     scale = ctx.t(w) if w is not None else ctx.const(torch.ones(c, dtype=dtype), "bn_scale")
     bias = ctx.t(b) if b is not None else ctx.const(torch.zeros(c, dtype=dtype), "bn_bias")
-    eps = float(_arg(node, 7, "eps", 1e-5))
-    return ctx.add("BatchNormalization", [ctx.t(x), scale, bias, ctx.t(mean), ctx.t(var)], node, epsilon=eps)
+    return ctx.add("BatchNormalization", [ctx.t(x), scale, bias, ctx.t(mean), ctx.t(var)], out_node, epsilon=eps)
+
+
+def _no_training_stats(node):
+    """The functional eval-mode batch norm returns (y, saved mean, saved invstd); only y is defined here."""
+    if any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users):
+        return "a use of batch norm's saved statistics (training outputs)"
+    return None
+
+
+@converts(aten._native_batch_norm_legit_no_training.default, check=_no_training_stats)
+def batch_norm_functional(ctx, node):
+    """What functionalisation (functional.py) makes of batch_norm in eval mode: args (x, w, b, running mean,
+    running var, momentum, eps); the value is the one-item list that getitem 0 reads."""
+    return [_batch_norm_layer(ctx, node, float(_arg(node, 6, "eps", 1e-5)), None)]
 
 
 @converts(aten.softmax.int, aten._softmax.default,

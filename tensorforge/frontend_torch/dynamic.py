@@ -20,6 +20,7 @@ import torch.fx
 
 from ..util.errors import UsageError
 from ..util.log import get_logger
+from .functional import export_functional
 
 
 class NotSymbolic(Exception):
@@ -160,7 +161,7 @@ def export_symbolic(gm: torch.fx.GraphModule, args, ranges: dict, dims: dict):
     # export marks its example tensors dynamic (an attribute dynamo's guards read): give it detached aliases
     example = tuple(args[i].detach() if isinstance(args[i], torch.Tensor) else args[i] for i in keep)
     with torch._guards.tracing(None):       # not inside dynamo's tracing context: its guards must not grow
-        ep = torch.export.export(lowered, example, dynamic_shapes=tuple(spec))
+        ep = export_functional(lowered, example, dynamic_shapes=tuple(spec))
     ours = {}
     ep_phs = [n for n in ep.graph_module.graph.nodes if n.op == "placeholder"]
     users = [n for n, s in zip(ep_phs, ep.graph_signature.input_specs) if s.kind.name == "USER_INPUT"]

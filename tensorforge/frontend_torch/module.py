@@ -18,6 +18,7 @@ import torch.utils._pytree as pytree
 from ..api import load
 from ..util.errors import EngineFileError, FileNotFound, UsageError
 from ..util.fileio import atomic_write
+from .functional import export_functional
 from .partition import EngineCall, lower_graph
 
 _FORMAT = "tensorforge-torch-module"
@@ -51,7 +52,7 @@ def compile(module: torch.nn.Module, example_inputs, **options) -> TensorforgeMo
     if not isinstance(module, torch.nn.Module):
         raise UsageError(f"tfg.compile takes an nn.Module, not {type(module).__name__}", "pass the model")
     example_inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
-    ep = torch.export.export(module, example_inputs)
+    ep = export_functional(module, example_inputs)
     gm = ep.graph_module
     placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     constants, slots = {}, []
