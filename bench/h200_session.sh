@@ -6,6 +6,7 @@
 #        in parallel into $PREWARM (jobs an earlier command finished there are kept while the machine stays warm),
 #        then run.py --append --resume measures, one case at a time, every case the results in bench/results/ do
 #        not hold yet from a run of the same label. Repeat the command until "Not run" is empty.
+#        MODELS=a,b and EXTRA="<run.py switches>" narrow a RECORD command (a named subset, say so in the note).
 #   bash bench/h200_session.sh PRECISION "<label>" [S]
 #        precision rows (BERT INT8 b32; resnet50 INT8 and the INT8 spec b32), the dynamic-shape rows, and the GPU
 #        smokes (control flow, trees, INT8 layers, build time, contrib ops) into one file, within S seconds.
@@ -24,14 +25,16 @@ smoke() { local name=$1 t=$2; [ "$t" -gt 5 ] && [ "$(left)" -ge "$t" ] || { echo
           echo "=== smoke $name (limit $t s)" >> "$OUT/smokes.txt"
           timeout "$t" python3 "bench/gpu_smoke/$name.py" >> "$OUT/smokes.txt" 2>&1; echo "smoke $name rc=$?" | tee -a "$OUT/smokes.txt"; }
 cp bench/results/nvidia-h200.json bench/results/nvidia-h200-fp32.json "$OUT/" 2>/dev/null
-MODELS=resnet50,mobilenet_v3_large,efficientnet_b0,convnext_tiny,vit_b_16,bert_base_seq128,gpt2_seq128
+MODELS=${MODELS:-resnet50,mobilenet_v3_large,efficientnet_b0,convnext_tiny,vit_b_16,bert_base_seq128,gpt2_seq128}
+EXTRA=${EXTRA:-}          # more run.py switches for RECORD, e.g. EXTRA="--skip gelu,build --peers compile+graph"
 case "$1" in
   RECORD)
     DTYPES=${3:-fp16}
     python3 bench/prewarm.py --cache-dir "$PREWARM" --models "$MODELS" --batches 1,32 --dtypes "$DTYPES" \
             --workers 14 --budget-s "$(( $(left) > 420 ? 230 : $(left) / 2 ))"
     cp "$PREWARM/prewarm.json" "$OUT/prewarm.json"
-    bench --part "$DTYPES" --models "$MODELS" --prewarmed "$PREWARM" --backend --kernel-profiles --resume
+    # shellcheck disable=SC2086
+    bench --part "$DTYPES" --models "$MODELS" --prewarmed "$PREWARM" --backend --kernel-profiles --resume $EXTRA
     ;;
   PRECISION)
     LIMIT=${3:-570}

@@ -95,8 +95,12 @@ def run_all(args) -> int:
     models = [m for m in args.models.split(",") if m]
     jobs = jobs_of(models, [int(b) for b in args.batches.split(",") if b], [d for d in args.dtypes.split(",") if d])
     workers = max(1, min(args.workers, len(jobs)))
+    share = str(max(1, (os.cpu_count() or 2) // workers))     # each job's compile processes: the cores / jobs
     env = dict(os.environ, **cache_env(args.cache_dir), PYTHONPATH=os.environ.get("PYTHONPATH", "."),
-               TORCHINDUCTOR_COMPILE_THREADS=str(max(1, (os.cpu_count() or 2) // workers)))
+               TORCHINDUCTOR_COMPILE_THREADS=share)
+    # our builds' Triton compile workers likewise (a build alone takes half the cores, ≤ 8: at ffb3b2a 14 jobs
+    # started 8 each on 16 cores and none of the 14 finished inside the 230 s budget)
+    env.setdefault("TFG_COMPILE_WORKERS", share)
     t0 = time.perf_counter()
     pending, running, done = [], {}, {}
     for job in jobs:                        # a job finished by an earlier prewarm into the same folder stays done
@@ -137,6 +141,7 @@ def run_all(args) -> int:
             pending = []
     summary = {"workers": workers, "jobs": len(jobs), "wall_s": round(time.perf_counter() - t0, 1),
                "cpu_count": os.cpu_count(), "compile_threads_per_job": env["TORCHINDUCTOR_COMPILE_THREADS"],
+               "tfg_compile_workers_per_job": env["TFG_COMPILE_WORKERS"],
                "results": {}}
     for key, status in done.items():
         summary["results"][key] = dict(status, **(_job_result(args.cache_dir, key) or {}))
@@ -218,8 +223,13 @@ def run_job(args, model: str, batch: int, dtype: str) -> int:
         wanted.append("max-autotune")
     for family in wanted:
         if family == "backend":
+            import tensorforge.frontend_torch as ft
             engine_module = copy.deepcopy(module).to(dev)
+            before = len(ft.reports())
             step("backend_compile_s", lambda: _first_call(engine_module, x, None, False, backend=True, fp16=fp16))
+            built = ft.reports()[before:]               # what the backend made of the model: graphs, engines, breaks
+            out["backend_graphs"], out["backend_engines"] = len(built), sum(r.engines for r in built)
+            out["backend_breaks"] = sorted({f"{op}: {why}"[:160] for r in built for _, op, why in r.breaks})
         else:
             mode, freezing, _ = peers.COMPILED[family]
             step(f"{family}_compile_s", lambda: _first_call(half, xp, mode, freezing))
