@@ -189,34 +189,65 @@ def softmax(ctx, node):
 
 
 def _sdpa_check(node):
-    if _arg(node, 3, "attn_mask") is not None:
-        return "scaled_dot_product_attention with attn_mask"
     if float(_arg(node, 4, "dropout_p", 0.0)) != 0.0:
         return "scaled_dot_product_attention with dropout"
-    if _arg(node, 5, "is_causal", False):
-        return "causal scaled_dot_product_attention"
     if node.kwargs.get("enable_gqa", False):
         return "grouped-query scaled_dot_product_attention"
+    mask = _arg(node, 3, "attn_mask")
+    if mask is not None and _arg(node, 5, "is_causal", False):
+        return "scaled_dot_product_attention with both attn_mask and is_causal (torch refuses it too)"
+    if _arg(node, 5, "is_causal", False):
+        q, k = (node.args[i].meta.get("val") for i in (0, 1))
+        if q is None or k is None or not all(isinstance(d, int) for d in (q.shape[-2], k.shape[-2])):
+            return "causal scaled_dot_product_attention with dynamic sequence lengths"
+    return None
+
+
+def _additive_mask(ctx, node, mask, dtype):
+    """The mask as a float addend of the scores: a constant bool mask (kept where True) becomes 0 / −inf once, at
+    conversion; a float mask is added as it is; is_causal is the constant lower-triangular mask (torch's: row i
+    sees keys 0..i, top-left aligned). None for a bool mask known only at run time (the caller writes a Where)."""
+    if _arg(node, 5, "is_causal", False):
+        lq, lk = ctx.static_dim(node.args[0], -2, "sdpa"), ctx.static_dim(node.args[1], -2, "sdpa")
+        keep = torch.ones(lq, lk, dtype=torch.bool).tril()
+        return ctx.const(torch.zeros((), dtype=dtype).masked_fill(~keep, float("-inf")), "causal_mask")
+    if mask is None:
+        return None
+    if ctx.dtype(mask) != torch.bool:
+        return ctx.t(mask)
+    if ctx.is_const(mask):
+        keep = ctx.constants[mask.name]
+        return ctx.const(torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(~keep, float("-inf")),
+                         "attn_mask")
     return None
 
 
 @converts(aten.scaled_dot_product_attention.default, check=_sdpa_check)
 def sdpa(ctx, node):
-    """softmax(q·kᵀ·scale)·v, scale = 1/√d unless given."""
+    """softmax(q·kᵀ·scale + mask)·v, scale = 1/√d unless given; the mask as _additive_mask says, or, for a bool
+    mask known only at run time, Where(mask, scores, −inf). Written as the ONNX exporter writes attention, so the
+    attention rule (passes/rules/attention.py) fuses it."""
     q, k, v = node.args[:3]
     rank, d = ctx.rank(q), ctx.static_dim(q, -1, "scaled_dot_product_attention")
     scale = node.kwargs.get("scale") or 1.0 / float(d) ** 0.5
+    dtype = ctx.dtype(q)
     perm = list(range(rank - 2)) + [rank - 1, rank - 2]
     kt = ctx.add("Transpose", [ctx.t(k)], None, perm=perm)
     s = ctx.add("MatMul", [ctx.t(q), kt], None)
-    s = ctx.add("Mul", [s, ctx.const(torch.tensor(scale, dtype=ctx.dtype(q)), "sdpa_scale")], None)
+    s = ctx.add("Mul", [s, ctx.const(torch.tensor(scale, dtype=dtype), "sdpa_scale")], None)
+    mask = _arg(node, 3, "attn_mask")
+    addend = _additive_mask(ctx, node, mask, dtype)
+    if addend is not None:
+        s = ctx.add("Add", [s, addend], None)
+    elif mask is not None:
+        s = ctx.add("Where", [ctx.t(mask), s, ctx.const(torch.tensor(float("-inf"), dtype=dtype), "fill")], None)
     p = ctx.add("Softmax", [s], None, axis=-1)
     return ctx.add("MatMul", [p, ctx.t(v)], node)
 
 
 # ---- shapes ---------------------------------------------------------------------------------------------------------
 @converts(aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.flatten.using_ints,
-          aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default)
+          aten.unflatten.int, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default)
 def reshape(ctx, node):
     """Every reshape-like op becomes Reshape to the node's traced output shape (dynamic dims: ctx.target_shape);
     flatten(x, 1) is ONNX's Flatten(axis=1), the layer the ONNX exporter writes for it."""

@@ -20,6 +20,7 @@ from ..builder import BuilderConfig, build_engine
 from ..util.errors import UsageError
 from ..util.log import get_logger
 from .converters import unsupported_reason
+from .fold import fold_input_free
 from .fx_to_ir import fx_to_ir
 from .runner import EngineCall
 
@@ -31,6 +32,7 @@ class Report:
     breaks: list[tuple[str, str, str]] = field(default_factory=list)   # (node, op, reason) left to PyTorch
     engines: int = 0
     converted_nodes: int = 0
+    folded: int = 0                                                    # input-free nodes evaluated at conversion
     built: list = field(default_factory=list, repr=False)             # the Engines, in graph order
     calls: list = field(default_factory=list, repr=False)             # the EngineCalls that run them
 
@@ -43,7 +45,8 @@ class Report:
         return dict(sorted(counts.items()))
 
     def __str__(self) -> str:
-        lines = [f"{self.engines} engine(s), {self.converted_nodes} node(s) converted, {len(self.breaks)} break(s)"]
+        lines = [f"{self.engines} engine(s), {self.converted_nodes} node(s) converted, {len(self.breaks)} break(s)"
+                 + (f", {self.folded} input-free node(s) folded" if self.folded else "")]
         lines += [f"  break at {n} ({op}): {why}" for n, op, why in self.breaks]
         return "\n".join(lines)
 
@@ -106,6 +109,9 @@ def lower_graph(gm: torch.fx.GraphModule, constants: dict, options: dict | None,
     """`points`: the min/opt/max values of the graph's size symbols when its shapes are symbolic (dynamic.py)."""
     config, device = build_options(options, example_args)
     log, report = get_logger(), Report()
+    report.folded = fold_input_free(gm, constants)
+    if report.folded:
+        log.info(f"tensorforge: {report.folded} node(s) that do not depend on the inputs evaluated once, at conversion")
     for node in gm.graph.nodes:
         if node.op == "call_function":
             reason = unsupported_reason(node)
@@ -132,6 +138,8 @@ def lower_graph(gm: torch.fx.GraphModule, constants: dict, options: dict | None,
                 ph.meta["val"] = outer_meta[arg.name].meta.get("val")
             if isinstance(arg, torch.fx.Node) and arg.op == "placeholder" and arg.name in constants:
                 sub_consts[ph.name] = constants[arg.name]
+            elif isinstance(arg, torch.fx.Node) and arg.op == "get_attr":     # a folded value (fold.py)
+                sub_consts[ph.name] = getattr(fused, arg.target)
         call, count = _engine_call(sub, sub_consts, config, device, str(node.target), points)
         setattr(fused, node.target, call)
         report.engines += 1
