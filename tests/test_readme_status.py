@@ -71,3 +71,23 @@ def test_markers_are_required():
     gen = _gen()
     with pytest.raises(ValueError, match="exactly one status block"):
         gen.replace_block("# no block here\n", gen.render())
+
+
+def test_backend_line_follows_the_runner_times(tmp_path):
+    """The torch.compile-backend line is computed from the row's runners: tf-backend 2 ms, our engine 1 ms,
+    compile+graph 4 ms → 2.00×/0.50×, one break named; a row without the runner is left out."""
+    gen = _gen()
+    root = _copy_results(tmp_path)
+    fp16 = root / "bench" / "results" / "nvidia-h200.json"
+    data = json.loads(fp16.read_text())
+    for r in data["zoo"]:
+        r["runners"].pop("tf-backend", None)
+    row = data["zoo"][0]
+    row["runners"].update({"tensorforge": {"median_ms": 1.0}, "compile+graph": {"median_ms": 4.0},
+                           "tf-backend": {"median_ms": 2.0, "graph_breaks": ["x (aten.foo): why"],
+                                          "accuracy_vs_ort_fp32": {"pass": False}}})
+    fp16.write_text(json.dumps(data))
+    block = gen.render(root)
+    assert (f"faster than torch.compile default + CUDA graph in 1 of 1; accuracy passes in 0 of 1; graph breaks 1"
+            in block)
+    assert f"{row['model']} b{row['batch']} 2.00×/0.50× (1 break)." in block

@@ -101,6 +101,7 @@ def _zoo_lines(res: dict, fname: str, dtype: str) -> list[str]:
     if tf32:
         out.append(f"  With TF32 off: {sum(bool(a['pass']) for a in tf32)} of {len(tf32)} cases within "
                    "allclose(1e-3, 1e-4) of fp32 onnxruntime.")
+    out += _torch_backend_lines(cases)
     untimed = [c for c, _, ratio, _ in cases if ratio is None] + errors
     skipped = [s for s in res.get("skipped") or [] if isinstance(s, str)]
     if untimed or skipped:
@@ -172,6 +173,28 @@ def _cpu_lines(res: dict, fname: str) -> list[str]:
     threads = _get(res, "environment", "threads")
     return [f"- CPU (`bench/results/{fname}`{f', {threads} threads' if threads else ''}): tensorforge ÷ onnxruntime "
             "(below 1 is faster): " + ", ".join(parts) + "."]
+
+
+def _torch_backend_lines(cases: list) -> list[str]:
+    """The rows that also timed torch.compile(backend="tensorforge") (runner tf-backend): its time ÷ our ONNX
+    engine's and ÷ torch.compile default + CUDA graph, graph breaks, and its accuracy verdict."""
+    got = []
+    for case, _, _, r in cases:
+        runners = r.get("runners") or {}
+        tfb, onnx, comp = runners.get("tf-backend"), runners.get("tensorforge"), runners.get("compile+graph")
+        if not (isinstance(tfb, dict) and "median_ms" in tfb and isinstance(onnx, dict) and isinstance(comp, dict)
+                and "median_ms" in comp):
+            continue
+        got.append((case, tfb["median_ms"] / onnx["median_ms"], tfb["median_ms"] / comp["median_ms"],
+                    len(tfb.get("graph_breaks") or []), bool(_get(tfb, "accuracy_vs_ort_fp32", "pass"))))
+    if not got:
+        return []
+    faster = sum(1 for g in got if g[2] < 1.0)
+    return [f"  torch.compile(backend=\"tensorforge\") in the same rows: faster than torch.compile default + CUDA "
+            f"graph in {faster} of {len(got)}; accuracy passes in {sum(g[4] for g in got)} of {len(got)}; graph breaks "
+            f"{sum(g[3] for g in got)} in all. Its time ÷ our ONNX engine's / ÷ compile+graph: "
+            + ", ".join(f"{c} {a:.2f}×/{b:.2f}×" + (f" ({n} break{'s' if n > 1 else ''})" if n else "")
+                        for c, a, b, n, _ in got) + "."]
 
 
 def render(root: Path = ROOT) -> str:

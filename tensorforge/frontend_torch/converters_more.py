@@ -117,12 +117,18 @@ def rsqrt(ctx, node):
 
 def _cast_check(node):
     extra = set(node.kwargs) - {"dtype", "layout", "device", "pin_memory", "memory_format", "copy", "non_blocking"}
-    if extra or node.kwargs.get("device") is not None and node.kwargs["device"] != node.args[0].meta["val"].device:
+    device = node.args[1] if node.target == aten.to.device else node.kwargs.get("device")
+    if extra or device is not None and not _same_device(torch.device(device), node.args[0].meta["val"].device):
         return "a copy to another device"
     return None
 
 
-@converts(aten._to_copy.default, aten.to.dtype, check=_cast_check)
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """`cuda` and `cuda:0` are one device when the index is left open."""
+    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
+
+
+@converts(aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout, aten.to.device, check=_cast_check)
 def cast(ctx, node):
     return ctx.add("Cast", [ctx.t(node.args[0])], node, to=dtype_name(ctx.dtype(node)))
 

@@ -142,3 +142,21 @@ def test_weights_are_not_folded_into_copies():
         c = tfg.compile(m, (x,))
         assert c.report.folded == 0
         torch.testing.assert_close(c(x), m(x), **TOL)
+
+
+def test_casts_written_with_a_device_convert():
+    """x.to(device=x.device, dtype=…) exports as aten.to.device; transformers' masks on CUDA (torch 2.11) came as
+    aten.to.dtype_layout: both are casts on the same device (a break in GPT-2 on the H200 at 1359748)."""
+    class Casts(nn.Module):
+        def forward(self, x):
+            a = x.to(device=x.device, dtype=torch.float64)
+            b = torch.ops.aten.to.dtype_layout(x * 3.0, dtype=torch.int32, layout=torch.strided, device=x.device)
+            return a * 2.0, b
+    x = torch.randn(3, 4) * 4.0
+    with torch.no_grad():
+        c = tfg.compile(Casts(), (x,))
+        a, b = c(x)
+    assert c.graph_breaks == []
+    assert a.dtype == torch.float64 and b.dtype == torch.int32
+    torch.testing.assert_close(a, x.double() * 2.0, rtol=0, atol=0)
+    torch.testing.assert_close(b, (x * 3.0).to(torch.int32), rtol=0, atol=0)     # truncation toward zero
