@@ -9,6 +9,7 @@ issue: --help under 1 s, load + first run under 3 s on the CPU machine.
 """
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -34,27 +35,40 @@ def _time(argv, repeat: int) -> float:
     return statistics.median(times)
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
-    args = ap.parse_args()
+    ap.add_argument("--out", help="also write the table as markdown to this file (e.g. bench/results/startup-cpu.md)")
+    args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import torch
     import tensorforge as tfg
     sys.path.insert(0, str(ROOT / "examples" / "gelu"))
     from model import MyNet
-    engine_path = Path(tempfile.mkdtemp()) / "seed.engine"
-    tfg.build(MyNet(), example_inputs=(torch.randn(2, 16),), device="cpu").save(engine_path)
     py = sys.executable
-    rows = [("python -c pass", [py, "-c", "pass"]),
-            ("import torch (floor)", [py, "-c", "import torch"]),
-            ("import tensorforge", [py, "-c", "import tensorforge"]),
-            ("tensorforge --help", [py, "-m", "tensorforge", "--help"]),
-            ("import tensorforge.runtime", [py, "-c", "import tensorforge.runtime"]),
-            ("tfg.load + first run (seed engine)", [py, "-c", LOAD_RUN.format(path=str(engine_path))])]
-    print(f"{'what':<38} median of {args.repeat} fresh processes")
-    for name, argv in rows:
-        print(f"{name:<38} {_time(argv, args.repeat):6.2f} s")
+    with tempfile.TemporaryDirectory() as folder:            # the seed engine, removed afterwards
+        engine_path = Path(folder) / "seed.engine"
+        tfg.build(MyNet(), example_inputs=(torch.randn(2, 16),), device="cpu").save(engine_path)
+        rows = [("python -c pass", [py, "-c", "pass"]),
+                ("import torch (floor)", [py, "-c", "import torch"]),
+                ("import tensorforge", [py, "-c", "import tensorforge"]),
+                ("tensorforge --help", [py, "-m", "tensorforge", "--help"]),
+                ("import tensorforge.runtime", [py, "-c", "import tensorforge.runtime"]),
+                ("tfg.load + first run (seed engine)", [py, "-c", LOAD_RUN.format(path=str(engine_path))])]
+        results = [(name, _time(argv_, args.repeat)) for name, argv_ in rows]
+    targets = {"tensorforge --help": 1.0, "tfg.load + first run (seed engine)": 3.0}
+    load = " / ".join(f"{v:.1f}" for v in os.getloadavg())
+    lines = [f"Start-up in fresh processes (bench/startup_time.py): median of {args.repeat}, {os.cpu_count()} cores, "
+             f"load average {load} (1/5/15 min) at the end, torch {torch.__version__}.", "",
+             "| what | median s | target (issue 14) |", "| --- | --- | --- |"]
+    for name, t in results:
+        target = targets.get(name)
+        verdict = "" if target is None else f"< {target:g} s: {'met' if t < target else 'missed'}"
+        lines.append(f"| {name} | {t:.2f} | {verdict} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
     return 0
 
 

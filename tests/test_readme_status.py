@@ -91,3 +91,15 @@ def test_backend_line_follows_the_runner_times(tmp_path):
     assert (f"faster than torch.compile default + CUDA graph in 1 of 1; accuracy passes in 0 of 1; graph breaks 1"
             in block)
     assert f"{row['model']} b{row['batch']} 2.00×/0.50× (1 break)." in block
+
+
+def test_startup_line_reads_the_table(tmp_path):
+    gen = _gen()
+    root = _copy_results(tmp_path)
+    (root / "bench" / "results" / "startup-cpu.md").write_text(
+        "x\n\n| what | median s | target (issue 14) |\n| --- | --- | --- |\n| import torch (floor) | 1.30 |  |\n"
+        "| tensorforge --help | 1.50 | < 1 s: missed |\n")
+    block = gen.render(root)
+    assert "(`bench/results/startup-cpu.md`, fresh processes): tensorforge --help 1.50 s (< 1 s: missed)." in block
+    (root / "bench" / "results" / "startup-cpu.md").unlink()
+    assert "Start-up" not in gen.render(root)

@@ -197,6 +197,20 @@ def _torch_backend_lines(cases: list) -> list[str]:
                         for c, a, b, n, _ in got) + "."]
 
 
+def _startup_lines(path: Path) -> list[str]:
+    """The start-up table bench/startup_time.py --out wrote: each row's median and verdict, as written there."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[2].startswith("<"):
+            rows.append(f"{cells[0]} {cells[1]} s ({cells[2]})")
+    if not rows:
+        return []
+    return [f"- Start-up on the CPU machine (`bench/results/{path.name}`, fresh processes): " + "; ".join(rows) + "."]
+
+
 def render(root: Path = ROOT) -> str:
     """The block's text (markers included) from the files under `root`."""
     results = root / "bench" / "results"
@@ -210,6 +224,7 @@ def render(root: Path = ROOT) -> str:
     if fp16:
         lines += _build_lines(fp16, "nvidia-h200.json")
     lines += _backend_lines(_load(root / "tests" / "onnx_backend" / "results.json"))
+    lines += _startup_lines(results / "startup-cpu.md")
     cpu = _load(results / "cpu-x86_64.json")
     if cpu:
         lines += _cpu_lines(cpu, "cpu-x86_64.json")
