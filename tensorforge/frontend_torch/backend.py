@@ -63,7 +63,9 @@ def _lower(gm, example_inputs, options, state: set[int], ranges=None, dims=None)
         points = {k: {theirs: ranges[ours][j] for theirs, ours in to_ours.items()}
                   for j, k in enumerate(("min", "opt", "max"))}
     else:
-        ep, keep, points = export_functional(gm, tuple(example_inputs)), list(range(len(dyn_phs))), None
+        with torch._guards.tracing(None):       # outside dynamo's tracing context: its guards must not grow
+            ep = export_functional(gm, tuple(example_inputs))
+        keep, points = list(range(len(dyn_phs))), None
     phs = [n.name for n in ep.graph_module.graph.nodes if n.op == "placeholder"]
     specs = ep.graph_signature.input_specs
     user = [name for name, s in zip(phs, specs) if s.kind.name == "USER_INPUT"]
