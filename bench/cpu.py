@@ -24,10 +24,18 @@ import sys
 import tempfile
 import time
 
-# torch's libgomp pool spin-waits between parallel regions by default; on this shared 2-core machine that steals the
-# cores from onnxruntime's block and from torch itself (MobileNetV3 b1: 35–950 ms a call active, 22 ms passive).
-# It is read once when libgomp loads, so it is set before torch is imported; the table records it.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# torch's libgomp pool spin-waits a while between parallel regions (libgomp's default), as onnxruntime's pool
+# spins by default: a user of either gets that, and on a quiet machine it is the fair comparison. PASSIVE (threads
+# sleep at once) survives a loaded machine better (MobileNetV3 b1 under load: 35–950 ms a call spinning, 22 ms
+# passive) but costs a wake-up per parallel region when the cores are free (the same model on a quiet machine:
+# 8.5 ms default, 18.0 ms PASSIVE, against onnxruntime's 3.2 ms): --omp-wait-policy=passive chooses it. libgomp
+# reads the variable once when it loads, so it is settled here, before torch is imported; the table records it.
+_POLICY = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--omp-wait-policy=")),
+               os.environ.get("OMP_WAIT_POLICY", "default")).upper()
+if _POLICY == "DEFAULT":
+    os.environ.pop("OMP_WAIT_POLICY", None)
+else:
+    os.environ["OMP_WAIT_POLICY"] = _POLICY
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -127,6 +135,9 @@ def main(argv=None) -> int:
     p.add_argument("--only", default="", help="comma-separated model names")
     p.add_argument("--toy", action="store_true", help="also the small models of the earlier table")
     p.add_argument("--untimed", action="store_true", help="build without CPU tactic timing (priority order)")
+    p.add_argument("--omp-wait-policy", default="default", choices=["default", "passive", "active"],
+                   help="torch's libgomp wait policy (read before torch loads: write --omp-wait-policy=X); default: "
+                   "libgomp's own, spinning a while, as onnxruntime's pool does")
     p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     args = p.parse_args(argv)
     import onnxruntime as ort
@@ -203,7 +214,7 @@ def main(argv=None) -> int:
                            "torch": torch.__version__, "onnxruntime": ort.__version__, "tensorforge": tfg.__version__,
                            "blocks": args.blocks, "block_ms": args.block_ms, "timing": "alternating blocks, one process",
                            "loadavg_before": [round(x, 2) for x in load_before],
-                           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "libgomp default"),
                            "loadavg_after": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()},
            "rows": rows, "slowest": slowest, "slowest_profile": profiles.get(slowest, []),
            "profiles": {m: profiles[m] for m in misses}}
@@ -216,7 +227,8 @@ def main(argv=None) -> int:
           f"`PYTHONPATH=. python bench/cpu.py`: each engine timed apart in {args.blocks} alternating blocks (one process),"
           f" median of all runs, ± the p10–p90 spread. Load average before/after: {env['loadavg_before'][0]} / "
           f"{env['loadavg_after'][0]} (shared machine: absolute times are noisy, the ratio is the figure). "
-          f"OMP_WAIT_POLICY={env['omp_wait_policy']} for torch's pool (active spinning steals the cores under load).",
+          f"OMP_WAIT_POLICY={env['omp_wait_policy']} for torch's pool (--omp-wait-policy; onnxruntime's pool spins "
+          "by default).",
           "Runtime overhead: wall time of an uncaptured `execute` minus the sum of its kernels' times, per layer and as "
           "a share of the call. Matches: rtol 1e-3, atol 1e-4 against onnxruntime. Tactics: "
           + ("priority order (--untimed)." if args.untimed else "timed per layer on the CPU (a timing cache per build; "

@@ -17,9 +17,13 @@ def _i64(ctx, values, what):
 
 
 def _slices(ctx, node, dim, sizes, squeeze=False):
-    """One Slice per piece along `dim` (a Reshape drops the dim for unbind); returns the list of names."""
+    """The pieces along `dim`: one Split layer (views, as the ONNX exporter writes split/chunk, so both paths
+    build the same layers), or for unbind one Slice per piece with a Reshape that drops the dim; returns the
+    list of names."""
     x, shape, out, start = ctx.t(node.args[0]), ctx.dims(node.args[0]), [], 0
     dim %= len(shape)
+    if not squeeze and len(sizes) > 1:
+        return ctx.add_outputs("Split", [x, _i64(ctx, sizes, "split")], None, len(sizes), axis=dim)
     for size in sizes:
         y = ctx.add("Slice", [x, _i64(ctx, [start], "start"), _i64(ctx, [start + size], "end"),
                               _i64(ctx, [dim], "axis")], None)

@@ -127,10 +127,14 @@ class _Ctx:
         return self._val(arg).dtype
 
     def add(self, op: str, inputs: list[str], node, **attrs) -> str:
+        return self.add_outputs(op, inputs, node, 1, **attrs)[0]
+
+    def add_outputs(self, op: str, inputs: list[str], node, count: int, **attrs) -> list[str]:
+        """One layer with `count` outputs (Split); returns their names."""
         name = node.name if node is not None else f"{self.current.name}/{op}"
         attrs = get_spec(op).resolve_attrs(attrs, f"{name}: ")
-        layer = self.net.add_layer(op, inputs, 1, attrs, name=name, origin=[self.current.name])
-        return layer.outputs[0]
+        layer = self.net.add_layer(op, inputs, count, attrs, name=name, origin=[self.current.name])
+        return list(layer.outputs)
 
 
 def fx_to_ir(gm: torch.fx.GraphModule, constants: dict | None = None, name: str = "torch",

@@ -160,3 +160,24 @@ def test_casts_written_with_a_device_convert():
     assert a.dtype == torch.float64 and b.dtype == torch.int32
     torch.testing.assert_close(a, x.double() * 2.0, rtol=0, atol=0)
     torch.testing.assert_close(b, (x * 3.0).to(torch.int32), rtol=0, atol=0)     # truncation toward zero
+
+
+def test_split_is_one_split_layer_as_the_onnx_exporter_writes_it():
+    """GPT-2's `c_attn(x).split(d, dim=2)`: one Split layer (three views), not three Slice layers — on the H200 at
+    3948614 the Slices made the backend's GPT-2 engine 24 layers longer than the ONNX one."""
+    class QKV(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn = nn.Linear(8, 24)
+
+        def forward(self, x):
+            q, k, v = self.c_attn(x).split(8, dim=2)
+            a, b = torch.chunk(v, 2, dim=-1)
+            return q * k + torch.cat([b, a], dim=-1)
+    torch.manual_seed(0)
+    m, x = QKV().eval(), torch.randn(2, 5, 8)
+    with torch.no_grad():
+        c = tfg.compile(m, (x,))
+        torch.testing.assert_close(c(x), m(x), **TOL)
+    ops = c.report.layer_ops()
+    assert "Slice" not in ops and ops.get("Split") == 2, ops
