@@ -28,7 +28,7 @@ from . import exec_precision, io_files, perf_report
 from .exec_runtime import after_benchmark, describe_context, report_layer_info
 from .inference_bench import benchmark, make_runner
 from .shapes_arg import check_in_profiles, format_shape
-from .trtexec_flags import FLAGS, ExecOptions, help_text, parse_argv
+from .trtexec_flags import FLAGS, SWITCH_FORMS, ExecOptions, help_text, parse_argv
 
 _BUILD_ONLY = ("--minShapes", "--optShapes", "--maxShapes", "--fp16", "--bf16", "--builderOptimizationLevel",
                "--profile", "--workspace", "--errorOnTimingCacheMiss", "--inputIOFormats", "--outputIOFormats",
@@ -209,7 +209,8 @@ def _no_effect_lines(opts: ExecOptions, device, log: ExecLog) -> None:
         log.warn(f"--useCudaGraph does not apply on {device.type}: there are no CUDA graphs there; running without")
         opts.use_cuda_graph = None
     for flag in opts.compat:
-        log.info(f"{flag} has no effect here: {FLAGS[flag].help.removeprefix('no-op: ')}")
+        why = SWITCH_FORMS[flag] if flag in SWITCH_FORMS else FLAGS[flag].help.removeprefix("no-op: ")
+        log.info(f"{flag} has no effect here: {why}")
 
 
 def _execute(opts: ExecOptions, log: ExecLog) -> None:

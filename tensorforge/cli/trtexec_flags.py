@@ -259,6 +259,9 @@ _DLA = "there is no DLA: tensorforge runs on CUDA GPUs and CPUs"
 _SAFE = "safety-certified engines do not exist in tensorforge"
 _LEGACY = "trtexec removed it (implicit batch, UFF and Caffe are gone); ONNX models use explicit shapes"
 _PLAN = "engine files hold one portable format; refit, lean runtimes and weight stripping are not implemented"
+_THREADS_SWITCH = ("one host thread enqueues every --infStreams context without waiting, so the CUDA streams already "
+                   "run concurrently; on the CPU the contexts run one after another")
+SWITCH_FORMS = {"--threads": _THREADS_SWITCH}    # valued flags whose bare form is another trtexec switch: why no-op
 
 _ROWS = [
     # Model
@@ -387,8 +390,8 @@ _ROWS = [
         "timed one (always the case here: graphs are not profiled per layer)"),
     refuse("--sleepTime", "Inference", "a delay between launch and compute is not implemented", "N"),
     use("--threads", "Inference", "threads", "torch's intra-op CPU threads while building and running (onnxruntime's "
-        "intra_op_num_threads; default: torch's setting). Not trtexec's --threads switch (threads driving streams): "
-        "see --infStreams", "N", "count"),
+        "intra_op_num_threads; default: torch's setting). Written bare, it is trtexec's switch (host threads "
+        "driving the streams), a no-op here: " + _THREADS_SWITCH, "N", "count"),
     use("--timeDeserialize", "Inference", "time_deserialize", "time reading the engine (--loadEngine, or the engine "
         "just built): median of 5 deserializations, printed before inference"),
     refuse("--timeRefit", "Inference", _PLAN),
@@ -447,6 +450,11 @@ def parse_argv(argv: list[str]) -> ExecOptions:
         row = FLAGS.get(name)
         if name == "--profile" or (profile and name in _PROFILE_SHAPES):
             profile = _profile_arg(opts, name, eq, text, profile)
+            continue
+        if name in SWITCH_FORMS and not eq:        # trtexec's bare switch of the same name (see SWITCH_FORMS)
+            if name in opts.compat:
+                raise UsageError(f"{name} is given twice", "give each flag once")
+            opts.compat[name] = True
             continue
         if row is None:
             if not arg.startswith("-"):

@@ -86,6 +86,20 @@ def test_accepted_compat_flags(tmp_path, model, capsys):
         parse_argv(["--profilingVerbosity=verbose"])
 
 
+def test_threads_bare_is_trtexecs_switch_and_valued_is_ours(tmp_path, model, capsys):
+    """trtexec 10's bare `--threads` (host threads driving streams) is accepted with the reason it changes nothing
+    here; `--threads=N` stays torch's intra-op thread count; a second bare one is refused."""
+    rc, log, err = tfexec(capsys, f"--onnx={model}", "--shapes=x:2x4,y:2x4", "--threads", "--threads=1",
+                          "--infStreams=2", "--device=cpu", *FAST)
+    assert rc == 0, err
+    assert "--threads has no effect here: one host thread enqueues every --infStreams context" in log
+    assert "CPU threads: 1 (--threads" in log
+    opts = parse_argv(["--threads"])
+    assert opts.compat == {"--threads": True} and opts.threads is None
+    with pytest.raises(UsageError, match="given twice"):
+        parse_argv(["--threads", "--threads"])
+
+
 def test_error_on_timing_cache_miss(tmp_path, capsys):
     from test_exec_timing_cache import gemm_model
     model, cache = gemm_model(tmp_path / "g.onnx"), tmp_path / "cache.json"
