@@ -21,10 +21,11 @@ from ..util.errors import UsageError
 from ..util.log import get_logger
 from .converters import unsupported_reason
 from .fold import fold_input_free
+from .quant_options import QUANT_OPTIONS, bind_calibration, configure_quant, refuse_with_breaks
 from .fx_to_ir import fx_to_ir
 from .runner import EngineCall
 
-_OPTIONS = {"fp16", "bf16", "tf32", "optimization_level", "device", "timing_cache"}
+_OPTIONS = {"fp16", "bf16", "tf32", "optimization_level", "device", "timing_cache"} | QUANT_OPTIONS
 
 
 @dataclass
@@ -65,6 +66,7 @@ def build_options(options: dict | None, example_args) -> tuple[BuilderConfig, ob
                            optimization_level=int(options.get("optimization_level", 3)),
                            timing_cache_path=options.get("timing_cache"),
                            device=str(device) if device is not None else None)
+    configure_quant(config, options)
     return config, device
 
 
@@ -90,6 +92,7 @@ def symbolic_profile(gm: torch.fx.GraphModule, inputs: list[str], points: dict |
 def _engine_call(gm: torch.fx.GraphModule, constants: dict, config, device, name: str,
                  points: dict | None = None) -> tuple[EngineCall, int]:
     conv = fx_to_ir(gm, constants, name=name, copy_transposed=config.fp16 or config.bf16)
+    config = bind_calibration(config, conv.inputs)
     config.profiles = symbolic_profile(gm, conv.inputs, points)
     engine = Engine(build_engine(conv.network, config), device)
     placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
@@ -118,6 +121,7 @@ def lower_graph(gm: torch.fx.GraphModule, constants: dict, options: dict | None,
             if reason is not None:
                 report.breaks.append((node.name, str(node.target), reason))
                 log.warning(f"tensorforge: graph break at {node.name} ({node.target}): {reason}; it runs in PyTorch")
+    refuse_with_breaks(config, report.breaks)
     if not report.breaks:
         call, report.converted_nodes = _engine_call(gm, constants, config, device, "torch", points)
         report.engines = 1
