@@ -52,7 +52,7 @@ def _node_costs(net: Network, config) -> tuple[dict[str, float], object]:
             return
         for origin in layer.origin:
             costs[origin] = costs.get(origin, 0.0) + ms / len(layer.origin)
-    cfg = replace(config, timing_cache=cache, use_timing_cache=True, timing_cache_path=None)
+    cfg = replace(config, timing_cache=cache, use_timing_cache=True, timing_cache_path=None, time_every_layer=True)
     engine = build_engine(net, cfg, progress=progress)
     return costs, engine
 

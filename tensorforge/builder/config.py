@@ -53,6 +53,7 @@ class BuilderConfig:
     calibration_profile: OptimizationProfile | None = None
     dynamic_ranges: dict = field(default_factory=dict)  # tensor name → amax (symmetric range)
     best_by_timing: bool = True                         # --best: INT8 or FP16 per layer by timing (builder/best.py)
+    time_every_layer: bool = False                      # time CPU convolutions too (--best's trial builds weigh them)
 
     def add_optimization_profile(self, profile: OptimizationProfile) -> int:
         self.profiles.append(profile)

@@ -14,7 +14,8 @@ layer), the packed W and the bias read once, y written once (residual read once 
 oneDNN fuses one activation, or a residual then ReLU; the rest of an epilogue (PRelu, Elu, a non-ONNX HardSigmoid,
 a residual beside another activation, a broadcast residual) runs torch's in-place epilogue on y. Consumers get NHWC-strided tensors (as on CUDA, conv_channels_last).
 Untimed CPU builds choose it for 4-D float32 inputs (priority above torch_conv, below the K×1 lowering when that
-fits); timed builds time it against torch_conv on the strides the producers really emit.
+fits); timed CPU builds keep that choice untimed too (builder/tactics.py `_layout_bound`: timed alone, torch_conv
+won and cost its consumers NHWC copies), except --best's trial builds, which time it against torch_conv.
 """
 
 import functools

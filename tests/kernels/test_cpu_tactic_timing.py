@@ -1,7 +1,9 @@
 """CPU tactic timing at small shapes (issue 18): a CPU build with a timing cache times every candidate of a layer
-that has two or more — oneDNN's packed linear and convolution against torch's — and keeps the fastest recorded
-one, so at a tiny GEMM (1×32·32×10, where oneDNN's per-call set-up is most of the call) the plain torch op is
-chosen when it measured faster; the timed engine matches onnxruntime."""
+that has two or more — oneDNN's packed linear against torch's — and keeps the fastest recorded one, so at a tiny
+GEMM (1×32·32×10, where oneDNN's per-call set-up is most of the call) the plain torch op is chosen when it measured
+faster; convolutions are not timed on the CPU (builder/tactics.py `_layout_bound`: timed alone, torch's NCHW
+convolution wins and costs its consumers NHWC copies) and keep the channels-last oneDNN tactic; the timed engine
+matches onnxruntime."""
 
 import io
 import json
@@ -29,8 +31,9 @@ def test_small_layers_time_onednn_against_torch_and_keep_the_faster(tmp_path):
     entries = [e for dev in json.loads(cache.read_text())["devices"].values() for e in dev.values()]
     by_op = {e["op"]: e for e in entries}
     assert {"gemm.onednn_linear", "any.torch_ref"} <= set(by_op["Gemm"]["times_ms"])
-    conv = next(e for op, e in by_op.items() if op.startswith("FusedConv") or op == "Conv")
-    assert {t for t in conv["times_ms"] if "onednn" in t} and {t for t in conv["times_ms"] if "torch" in t}
+    assert not [op for op in by_op if op.startswith("FusedConv") or op == "Conv"]       # not timed on the CPU
+    convs = [la.tactic for la in engine.data.layers if la.op.startswith("FusedConv") or la.op == "Conv"]
+    assert convs and all("cpu_onednn_nhwc" in t for t in convs), convs
     for e in entries:
         times = e["times_ms"]
         assert e["best"] == min(times, key=times.get), e        # the fastest measured candidate is kept
