@@ -93,7 +93,9 @@ def _unary(op):
 
 for _t, _op in [(aten.relu.default, "Relu"), (aten.sigmoid.default, "Sigmoid"), (aten.tanh.default, "Tanh"),
                 (aten.neg.default, "Neg"), (aten.exp.default, "Exp"), (aten.sqrt.default, "Sqrt"),
-                (aten.erf.default, "Erf")]:
+                (aten.erf.default, "Erf"), (aten.abs.default, "Abs"), (aten.round.default, "Round"),
+                (aten.floor.default, "Floor"), (aten.ceil.default, "Ceil"), (aten.log.default, "Log"),
+                (aten.reciprocal.default, "Reciprocal")]:
     converts(_t)(_unary(_op))
 
 

@@ -179,3 +179,72 @@ def size_value(ctx, node):
 def assert_scalar(ctx, node):
     """export's run-time check on sizes (e.g. that a dynamic dim is in its range): the profile checks that."""
     return None
+
+
+# ---- comparisons, boolean logic, selection --------------------------------------------------------------------
+def _scalar_like(ctx, value, node_arg):
+    """A Python scalar operand as a constant of the other operand's dtype (torch's type promotion for a tensor
+    compared with, or filled by, a scalar keeps the tensor's dtype)."""
+    return ctx.t(value, like=node_arg) if not isinstance(value, torch.fx.Node) else ctx.t(value)
+
+
+def _compare(op, negate=False):
+    def fn(ctx, node):
+        a, b = node.args[0], node.args[1]
+        y = ctx.add(op, [ctx.t(a), _scalar_like(ctx, b, a)], None if negate else node)
+        return ctx.add("Not", [y], node) if negate else y
+    return fn
+
+
+def _same_dtypes(*positions):
+    """A check: the tensor operands at `positions` share one dtype (ONNX has no type promotion)."""
+    def check(node):
+        dts = {a.meta["val"].dtype for a in (node.args[i] for i in positions if i < len(node.args))
+               if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)}
+        return f"{node.target} on operands of different dtypes {sorted(map(str, dts))}" if len(dts) > 1 else None
+    return check
+
+
+for _name, _op, _neg in [("gt", "Greater", False), ("lt", "Less", False), ("ge", "GreaterOrEqual", False),
+                         ("le", "LessOrEqual", False), ("eq", "Equal", False), ("ne", "Equal", True)]:
+    converts(getattr(aten, _name).Tensor, getattr(aten, _name).Scalar, check=_same_dtypes(0, 1))(_compare(_op, _neg))
+
+
+def _bool_operands(node):
+    if any(isinstance(a, torch.fx.Node) and a.meta.get("val") is not None and a.meta["val"].dtype != torch.bool
+           for a in node.args[:2]):
+        return "bitwise logic on integers (only boolean and/or/not convert)"
+    return None
+
+
+converts(aten.logical_and.default, aten.bitwise_and.Tensor, aten.__and__.Tensor, check=_bool_operands)(
+    lambda ctx, node: ctx.add("And", [ctx.t(node.args[0]), ctx.t(node.args[1])], node))
+converts(aten.logical_or.default, aten.bitwise_or.Tensor, aten.__or__.Tensor, check=_bool_operands)(
+    lambda ctx, node: ctx.add("Or", [ctx.t(node.args[0]), ctx.t(node.args[1])], node))
+converts(aten.logical_not.default, aten.bitwise_not.default, check=_bool_operands)(
+    lambda ctx, node: ctx.add("Not", [ctx.t(node.args[0])], node))
+
+
+@converts(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar, check=_same_dtypes(1, 2))
+def where(ctx, node):
+    """where(cond, a, b): ONNX Where; a scalar branch takes the node's dtype."""
+    cond, a, b = node.args[:3]
+    return ctx.add("Where", [ctx.t(cond), ctx.t(a, like=node), ctx.t(b, like=node)], node)
+
+
+@converts(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(ctx, node):
+    """masked_fill(x, mask, v) = Where(mask, v, x), v in x's dtype."""
+    x, mask, value = node.args[:3]
+    v = ctx.t(value, like=x) if not isinstance(value, torch.fx.Node) else \
+        ctx.add("Cast", [ctx.t(value)], None, to=dtype_name(ctx.dtype(x)))
+    return ctx.add("Where", [ctx.t(mask), v, ctx.t(x)], node)
+
+
+@converts(aten.stack.default)
+def stack(ctx, node):
+    """stack(xs, dim) = Concat of each x unsqueezed at dim."""
+    rank = ctx.rank(node)
+    dim = int(_arg(node, 1, "dim", 0)) % rank
+    parts = [ctx.add("Unsqueeze", [ctx.t(x), _i64(ctx, [dim], "axes")], None) for x in node.args[0]]
+    return ctx.add("Concat", parts, node, axis=dim)
