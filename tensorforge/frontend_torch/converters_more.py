@@ -205,9 +205,20 @@ def _same_dtypes(*positions):
     return check
 
 
+def _compare_check(node):
+    """Operands of one dtype, and no fractional scalar against an integer tensor (torch compares in float there;
+    the scalar as a constant of the tensor's dtype would be truncated)."""
+    why = _same_dtypes(0, 1)(node)
+    if why is None and isinstance(node.args[1], float) and not float(node.args[1]).is_integer():
+        val = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+        if isinstance(val, torch.Tensor) and not val.dtype.is_floating_point:
+            why = f"{node.target} of a {val.dtype} tensor with the fraction {node.args[1]}"
+    return why
+
+
 for _name, _op, _neg in [("gt", "Greater", False), ("lt", "Less", False), ("ge", "GreaterOrEqual", False),
                          ("le", "LessOrEqual", False), ("eq", "Equal", False), ("ne", "Equal", True)]:
-    converts(getattr(aten, _name).Tensor, getattr(aten, _name).Scalar, check=_same_dtypes(0, 1))(_compare(_op, _neg))
+    converts(getattr(aten, _name).Tensor, getattr(aten, _name).Scalar, check=_compare_check)(_compare(_op, _neg))
 
 
 def _bool_operands(node):
@@ -225,7 +236,17 @@ converts(aten.logical_not.default, aten.bitwise_not.default, check=_bool_operand
     lambda ctx, node: ctx.add("Not", [ctx.t(node.args[0])], node))
 
 
-@converts(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar, check=_same_dtypes(1, 2))
+def _where_check(node):
+    """Tensor branches already of the result's dtype (torch promotes where(c, int_tensor, 0.5) to float)."""
+    out = node.meta.get("val")
+    for a in node.args[1:3]:
+        val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+        if isinstance(val, torch.Tensor) and isinstance(out, torch.Tensor) and val.dtype != out.dtype:
+            return f"{node.target} promoting a {val.dtype} branch to {out.dtype}"
+    return None
+
+
+@converts(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar, check=_where_check)
 def where(ctx, node):
     """where(cond, a, b): ONNX Where; a scalar branch takes the node's dtype."""
     cond, a, b = node.args[:3]

@@ -81,3 +81,17 @@ def test_unary_ops_match_eager_at_their_edges():
         c = tfg.compile(Unary(), (x,))
         assert c.graph_breaks == []
         torch.testing.assert_close(c(x), Unary()(x), rtol=1e-6, atol=1e-7)
+
+
+def test_integer_tensors_against_fractions_and_promoting_where_stay_breaks():
+    """torch compares an int tensor with 0.5 in float and promotes where(c, int, 0.5) to float: converted as
+    written (the scalar in the tensor's dtype) both would be wrong, so both stay named breaks and run right."""
+    class Ints(nn.Module):
+        def forward(self, n):
+            return (n >= 0.5).float() + torch.where(n > 1, n, 0.5)
+    n = torch.tensor([[0, 1, 2, -1]], dtype=torch.int64)
+    with torch.no_grad():
+        c = tfg.compile(Ints(), (n,))
+        torch.testing.assert_close(c(n), Ints()(n), rtol=0, atol=0)
+    reasons = " | ".join(why for _, _, why in c.graph_breaks)
+    assert "fraction 0.5" in reasons and "promoting" in reasons, c.graph_breaks
