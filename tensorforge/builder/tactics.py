@@ -21,7 +21,7 @@ from typing import Callable, Protocol
 import torch
 
 from ..ir import Layer, Network
-from ..ir.interpret import propagate, run_reference
+from ..ir.interpret import run_reference
 from ..kernels import candidates
 from ..kernels.compile_cache import active_pool, prune_block_configs, prune_tile_configs, workers_from_env
 from ..kernels.compile_cache import for_build as kernel_cache
@@ -29,6 +29,8 @@ from ..util.device import fingerprint
 from ..util.errors import BuildError
 from ..util.log import get_logger
 from .config import BuilderConfig
+from .layout_walk import FLOAT8, LayoutWalk
+from .layout_walk import random_fill as _random_fill  # noqa: F401 - the name tests import
 from .precompile import discover_jobs, queue_ahead
 from .timing_cache import TimingCache, device_key, layer_signature
 
@@ -204,7 +206,7 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
         log.info(f"timing cache {config.timing_cache_path} not used: "
                  f"{'optimisation level 0' if config.optimization_level == 0 else device.type + ' builds'} time no tactics")
     dev_key = device_key(fingerprint(device)) if timing else ""
-    walk = _LayoutWalk(net, opt_point, device, opt_env) if timing else None
+    walk = LayoutWalk(net, opt_point, device, opt_env) if timing else None
     if progress is not None and hasattr(progress, "begin"):
         progress.begin(len(net.layers))               # a progress bar / IProgressMonitor learns the step count
     # CUDA builds compile Triton kernels into the checked per-device cache (kernels/compile_cache.py): a second
@@ -213,7 +215,7 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
             kernel_cache(fingerprint(device), workers=workers_from_env() if timing else 0) \
             if device.type == "cuda" else _nothing() as kcache:
         if kcache is not None and kcache.pool is not None:      # every timed layer's kernels queued up front
-            ahead = _LayoutWalk(net, opt_point, device, walk.env)
+            ahead = LayoutWalk(net, opt_point, device, walk.env)
             ahead._on_device = walk._on_device                     # the weights once on the device
             queued = queue_ahead(net.layers, ahead, kcache.pool,
                                  lambda layer: _selector(layer, device, cache, dev_key, ahead))
@@ -228,15 +230,15 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
                                  "build for another device or write a plugin for this op")
             for name, why in reasons.items():
                 log.verbose(f"layer {layer.name}: tactic {name} rejected: {why}")
-            if timing and len(found) > 1 and layer.placement != "host" and _layout_bound(layer, device, config):
-                _first_fit_run_once(layer, found, walk)
-                report.untimed_layers += 1
-            elif not timing or len(found) == 1 or layer.placement == "host":
+            if not timing or len(found) == 1 or layer.placement == "host":
                 tac, cfg = _first_fit(layer, found, opt_env if not timing else None)
                 layer.tactic = tac.id(cfg)
                 report.untimed_layers += 1
                 if walk is not None:
                     walk.untimed(layer)
+            elif _layout_bound(layer, device, config):
+                _first_fit_run_once(layer, found, walk)
+                report.untimed_layers += 1
             else:
                 if progress is not None and hasattr(progress, "timing"):
                     progress.timing(layer, len(found))       # the bar names the layer being timed
@@ -269,7 +271,7 @@ def _layout_bound(layer: Layer, device: torch.device, config: BuilderConfig) -> 
     return device.type == "cpu" and layer.op in _CPU_LAYOUT_BOUND and not config.time_every_layer
 
 
-def _first_fit_run_once(layer: Layer, found, walk: "_LayoutWalk") -> None:
+def _first_fit_run_once(layer: Layer, found, walk: LayoutWalk) -> None:
     """The first fit, run once on the walk's inputs so that its consumers are timed on the strides it really
     emits (a channels-last convolution's NHWC output); if that run fails, the reference's strides."""
     inputs = walk.materialize(layer)
@@ -295,7 +297,7 @@ def _kernel_counts(kcache) -> dict:
             "inline": kcache.inline, "inline_s": round(kcache.inline_s, 3)}
 
 
-def _selector(layer: Layer, device, cache: TimingCache | None, dev_key: str, walk: "_LayoutWalk"):
+def _selector(layer: Layer, device, cache: TimingCache | None, dev_key: str, walk: LayoutWalk):
     """For the ahead-of-time queue: None when `layer` will not be timed (host, one candidate, a timing-cache
     hit), else a function of its inputs giving the candidates left after pruning."""
     found, _ = candidates(layer, device)
@@ -332,7 +334,7 @@ def _nothing():
     yield
 
 
-def _choose_timed(layer: Layer, found, walk: "_LayoutWalk", timer: Timer, cache: TimingCache | None, dev_key: str,
+def _choose_timed(layer: Layer, found, walk: LayoutWalk, timer: Timer, cache: TimingCache | None, dev_key: str,
                   config: BuilderConfig, report: TacticReport) -> None:
     log = get_logger()
     ids = [t.id(c) for t, c in found]
@@ -523,90 +525,9 @@ def _disagreement(outs: list, expected: list | None, tf32: bool, code_slack: tup
         if w.numel() == 0:
             continue
         tol = (1e-2 if want.dtype in (torch.float16, torch.bfloat16) else
-               0.125 if want.dtype in _FLOAT8 else (5e-3 if tf32 else 1e-4))   # fp8 (E4M3): one step = 2⁻³ of 2^e
+               0.125 if want.dtype in FLOAT8 else (5e-3 if tf32 else 1e-4))   # fp8 (E4M3): one step = 2⁻³ of 2^e
         scale = float(w.abs().max()) + 1e-6
         err = float((g - w).abs().max())
         if err > tol * scale:
             return f"output {i}: max |err| {err:.3g} > {tol:g} · max |ref| {scale:.3g}"
     return None
-
-
-_FLOAT8 = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
-                if hasattr(torch, n))
-
-
-def _random_fill(x: torch.Tensor) -> torch.Tensor:
-    """Timing inputs: N(0, 1) for floats (float8 types have no normal_ kernel: drawn in fp32, then cast),
-    zeros for integers and bools (index-safe)."""
-    if x.dtype in _FLOAT8:
-        return x.copy_(torch.randn(x.shape, device=x.device).to(x.dtype))
-    return x.normal_() if x.is_floating_point() else x.zero_()
-
-
-class _LayoutWalk:
-    """Tensors at the opt point as the built engine will see them: values where known (shape arithmetic,
-    constants), else meta tensors carrying the shape, dtype and strides that the chosen producers emit
-    (a channels-last convolution hands its consumers NHWC-strided tensors, and they are timed on those)."""
-
-    def __init__(self, net: Network, opt_point: dict | None, device: torch.device, env: dict | None = None):
-        if env is None:
-            if opt_point is None:
-                opt_point = {n: net.tensors[n].shape for n in net.inputs}
-            env = propagate(net, opt_point)
-        self.env = dict(env)          # strides are rewritten below; the caller's tensors stay as they were
-        self.constants = set(net.constants)
-        self.device = device
-        self._on_device: dict[str, torch.Tensor] = {}
-
-    def describe_inputs(self, layer: Layer) -> list[dict | None]:
-        out = []
-        for name in layer.inputs:
-            t = self.env.get(name) if name else None
-            if t is None:
-                out.append(None)
-                continue
-            d = {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "stride": list(t.stride()),
-                 "const": name in self.constants}
-            if t.device.type != "meta" and name not in self.constants and t.numel() <= 64:
-                d["value"] = t.flatten().tolist()        # shape arithmetic decides what the kernel does
-            out.append(d)
-        return out
-
-    def materialize(self, layer: Layer) -> list[torch.Tensor | None]:
-        """Device tensors for timing: known values copied, activations random (ints and bools zero: valid indices)."""
-        ins = []
-        for name in layer.inputs:
-            t = self.env.get(name) if name else None
-            if t is None:
-                ins.append(None)
-            elif t.device.type != "meta":
-                if name not in self._on_device:
-                    self._on_device[name] = t.to(self.device)
-                ins.append(self._on_device[name])
-            else:
-                x = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=self.device)
-                ins.append(_random_fill(x))
-        return ins
-
-    def set_strides(self, layer: Layer, strides: list | None) -> None:
-        if not strides:
-            return self.untimed(layer)
-        for name, st in zip(layer.outputs, strides):
-            t = self.env.get(name) if name else None
-            if t is not None and t.device.type == "meta" and st is not None and len(st) == t.dim():
-                self.env[name] = torch.empty_strided(t.shape, st, dtype=t.dtype, device="meta")
-
-    def untimed(self, layer: Layer) -> None:
-        """The reference on meta tensors gives the strides a torch kernel would produce from these inputs."""
-        if all(self.env.get(o) is None or self.env[o].device.type != "meta" for o in layer.outputs if o):
-            return
-        ins = [self.env.get(i) if i else None for i in layer.inputs]
-        if not any(t is not None and t.device.type == "meta" and not t.is_contiguous() for t in ins):
-            return          # contiguous in → the strides from shape inference already hold
-        try:
-            outs = run_reference(layer, ins)
-        except Exception:  # noqa: BLE001 - shape inference ran this layer already; keep its (contiguous) result
-            return
-        for name, t in zip(layer.outputs, outs):
-            if name and isinstance(t, torch.Tensor) and t.device.type == "meta":
-                self.env[name] = t

@@ -10,6 +10,8 @@ import operator
 
 import torch
 
+from .functional import writes_an_argument
+
 aten = torch.ops.aten
 _INT64_MAX = 2**63 - 1
 TABLE: dict = {}          # aten OpOverload → converter(ctx, node) -> str
@@ -33,7 +35,7 @@ def converts(*targets, check=None):
 def unsupported_reason(node) -> str | None:
     """None when `node` (a call_function) converts; otherwise the reason it does not."""
     if node.target not in TABLE:
-        if isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable:
+        if writes_an_argument(node.target):
             return (f"in-place {node.target} on a graph input or buffer (the caller sees the write; functional.py "
                     "rewrites in-place ops only on intermediates)")
         return f"no converter for {node.target}"

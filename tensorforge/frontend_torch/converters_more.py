@@ -182,38 +182,31 @@ def assert_scalar(ctx, node):
 
 
 # ---- comparisons, boolean logic, selection --------------------------------------------------------------------
-def _scalar_like(ctx, value, node_arg):
-    """A Python scalar operand as a constant of the other operand's dtype (torch's type promotion for a tensor
-    compared with, or filled by, a scalar keeps the tensor's dtype)."""
-    return ctx.t(value, like=node_arg) if not isinstance(value, torch.fx.Node) else ctx.t(value)
+def _traced(arg) -> torch.Tensor | None:
+    """The traced value (meta tensor) of a node argument; None for a Python scalar or an untraced value."""
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None
 
 
 def _compare(op, negate=False):
+    """A scalar operand becomes a constant of the tensor's dtype (ctx.t like the tensor)."""
     def fn(ctx, node):
         a, b = node.args[0], node.args[1]
-        y = ctx.add(op, [ctx.t(a), _scalar_like(ctx, b, a)], None if negate else node)
+        y = ctx.add(op, [ctx.t(a), ctx.t(b, like=a)], None if negate else node)
         return ctx.add("Not", [y], node) if negate else y
     return fn
 
 
-def _same_dtypes(*positions):
-    """A check: the tensor operands at `positions` share one dtype (ONNX has no type promotion)."""
-    def check(node):
-        dts = {a.meta["val"].dtype for a in (node.args[i] for i in positions if i < len(node.args))
-               if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)}
-        return f"{node.target} on operands of different dtypes {sorted(map(str, dts))}" if len(dts) > 1 else None
-    return check
-
-
 def _compare_check(node):
-    """Operands of one dtype, and no fractional scalar against an integer tensor (torch compares in float there;
-    the scalar as a constant of the tensor's dtype would be truncated)."""
-    why = _same_dtypes(0, 1)(node)
-    if why is None and isinstance(node.args[1], float) and not float(node.args[1]).is_integer():
-        val = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
-        if isinstance(val, torch.Tensor) and not val.dtype.is_floating_point:
-            why = f"{node.target} of a {val.dtype} tensor with the fraction {node.args[1]}"
-    return why
+    """Operands of one dtype (ONNX has no type promotion), and no fractional scalar against an integer tensor
+    (torch compares in float there; the scalar as a constant of the tensor's dtype would be truncated)."""
+    dts = {v.dtype for v in map(_traced, node.args[:2]) if v is not None}
+    if len(dts) > 1:
+        return f"{node.target} on operands of different dtypes {sorted(map(str, dts))}"
+    val, other = _traced(node.args[0]), node.args[1]
+    if isinstance(other, float) and not other.is_integer() and val is not None and not val.dtype.is_floating_point:
+        return f"{node.target} of a {val.dtype} tensor with the fraction {other}"
+    return None
 
 
 for _name, _op, _neg in [("gt", "Greater", False), ("lt", "Less", False), ("ge", "GreaterOrEqual", False),
@@ -222,8 +215,7 @@ for _name, _op, _neg in [("gt", "Greater", False), ("lt", "Less", False), ("ge",
 
 
 def _bool_operands(node):
-    if any(isinstance(a, torch.fx.Node) and a.meta.get("val") is not None and a.meta["val"].dtype != torch.bool
-           for a in node.args[:2]):
+    if any(v is not None and v.dtype != torch.bool for v in map(_traced, node.args[:2])):
         return "bitwise logic on integers (only boolean and/or/not convert)"
     return None
 
@@ -238,10 +230,9 @@ converts(aten.logical_not.default, aten.bitwise_not.default, check=_bool_operand
 
 def _where_check(node):
     """Tensor branches already of the result's dtype (torch promotes where(c, int_tensor, 0.5) to float)."""
-    out = node.meta.get("val")
-    for a in node.args[1:3]:
-        val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
-        if isinstance(val, torch.Tensor) and isinstance(out, torch.Tensor) and val.dtype != out.dtype:
+    out = _traced(node)
+    for val in map(_traced, node.args[1:3]):
+        if val is not None and out is not None and val.dtype != out.dtype:
             return f"{node.target} promoting a {val.dtype} branch to {out.dtype}"
     return None
 

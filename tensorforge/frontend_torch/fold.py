@@ -22,6 +22,8 @@ import operator
 import torch
 import torch.utils._pytree as pytree
 
+from .functional import writes_an_argument
+
 SMALL = 1 << 16            # a module-state constant read by a folded node: at most this many elements
 LARGEST = 1 << 24          # a folded value: at most this many elements (a causal mask at 4k × 4k is 16 M)
 
@@ -36,7 +38,7 @@ def _foldable_target(node) -> bool:
     if node.target is operator.getitem:
         return True
     target = node.target
-    if not isinstance(target, torch._ops.OpOverload) or target._schema.is_mutable:
+    if not isinstance(target, torch._ops.OpOverload) or writes_an_argument(target):
         return False
     return torch.Tag.nondeterministic_seeded not in target.tags
 

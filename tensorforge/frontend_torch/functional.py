@@ -17,10 +17,14 @@ sees, not a value an engine returns, and its in-place op stays a reported break 
 import torch
 
 
+def writes_an_argument(target) -> bool:
+    """An aten overload whose schema writes one of its arguments (relu_, add_, copy_ …)."""
+    return isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable
+
+
 def mutates(graph: torch.fx.Graph) -> bool:
-    """True when some call in `graph` is an aten overload whose schema writes one of its arguments."""
-    return any(n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
-               and n.target._schema.is_mutable for n in graph.nodes)
+    """True when some call in `graph` writes one of its arguments."""
+    return any(n.op == "call_function" and writes_an_argument(n.target) for n in graph.nodes)
 
 
 def functional(ep):
