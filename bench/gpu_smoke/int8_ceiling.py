@@ -1,0 +1,177 @@
+"""GPU diagnosis (issue 12): how fast can an int8 / fp8 GEMM be in Triton on this GPU, with no epilogue beyond a
+scale and an fp16 store — the ceiling the fused quantized kernel (kernels/triton_int8_gemm.py) is measured against.
+
+    PYTHONPATH=. python3 bench/gpu_smoke/int8_ceiling.py [--budget-s 150]
+
+For BERT-base GEMMs (32×128 tokens) and resnet50's convolutions as GEMMs (batch 32, NHWC: a 1×1 convolution is
+one GEMM; a 3×3 one after im2col, K = 9·C), every kernel form × config below is captured in a CUDA graph and
+replayed (no launch cost), beside fp16 cuBLAS (torch.mm), torch._int_mm and torch._scaled_mm on the same shape:
+  ptr   pointer loads (asynchronous copies), one output tile per program, grouped launch order
+  tma   host-side tensor descriptors (TMA bulk copies into shared memory), one output tile per program
+Prints one line per shape with TOPS; exits 0 (a diagnosis, not a check).
+"""
+
+import argparse
+import sys
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+DEV = torch.device("cuda")
+CONFIGS = [  # BM, BN, BK, stages, warps
+    (128, 128, 128, 3, 8), (128, 256, 128, 3, 8), (256, 128, 128, 3, 8), (128, 128, 64, 4, 4),
+    (128, 64, 128, 4, 4), (64, 128, 128, 4, 4), (128, 256, 64, 4, 8), (128, 128, 128, 4, 4),
+]
+
+
+@triton.jit
+def _tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, G: tl.constexpr):
+    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+    per_group = G * num_n
+    first_m = (pid // per_group) * G
+    rows = tl.minimum(num_m - first_m, G)
+    return first_m + (pid % per_group) % rows, (pid % per_group) // rows
+
+
+@triton.jit
+def _mm_ptr(A, B, C, M, N, K, scale, FP8: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+            G: tl.constexpr):
+    pid_m, pid_n = _tile(tl.program_id(0), M, N, BM, BN, G)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_ptr = A + rm[:, None].to(tl.int64) * K + rk[None, :]
+    b_ptr = B + rn[None, :].to(tl.int64) * K + rk[:, None]
+    if FP8:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.int32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr, mask=(rm[:, None] < M) & (rk[None, :] + k < K), other=0)
+        b = tl.load(b_ptr, mask=(rn[None, :] < N) & (rk[:, None] + k < K), other=0)
+        if FP8:
+            acc = tl.dot(a, b, acc)
+        else:
+            acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+        a_ptr += BK
+        b_ptr += BK
+    c = (acc.to(tl.float32) * scale).to(tl.float16)
+    tl.store(C + rm[:, None].to(tl.int64) * N + rn[None, :], c, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def _mm_tma(a_desc, b_desc, c_desc, M, N, K, scale, FP8: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+            BK: tl.constexpr, G: tl.constexpr):
+    pid_m, pid_n = _tile(tl.program_id(0), M, N, BM, BN, G)
+    if FP8:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.int32)
+    for k in range(0, K, BK):
+        a = a_desc.load([pid_m * BM, k])
+        b = b_desc.load([pid_n * BN, k])
+        if FP8:
+            acc = tl.dot(a, b.T, acc)
+        else:
+            acc = tl.dot(a, b.T, acc, out_dtype=tl.int32)
+    c_desc.store([pid_m * BM, pid_n * BN], (acc.to(tl.float32) * scale).to(tl.float16))
+
+
+def graph_ms(fn, reps=20) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+        with torch.cuda.graph(g, stream=s):
+            fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return sorted(ts)[len(ts) // 2]
+
+
+def triton_forms(a, b, fp8):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    (m, k), n = a.shape, b.shape[0]
+    c = torch.empty(m, n, device=DEV, dtype=torch.float16)
+    out = []
+    for bm, bn, bk, st, wp in CONFIGS:
+        grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
+        cfg = f"{bm}x{bn}x{bk}s{st}w{wp}"
+        try:
+            out.append((graph_ms(lambda: _mm_ptr[grid](a, b, c, m, n, k, 1e-3, FP8=fp8, BM=bm, BN=bn, BK=bk, G=8,
+                                                       num_stages=st, num_warps=wp)), f"ptr {cfg}"))
+        except Exception as e:  # noqa: BLE001 - a diagnosis
+            out.append((float("inf"), f"ptr {cfg} {type(e).__name__}: {str(e)[:80]}"))
+        try:
+            da, db = TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bn, bk])
+            dc = TensorDescriptor.from_tensor(c, [bm, bn])
+            out.append((graph_ms(lambda: _mm_tma[grid](da, db, dc, m, n, k, 1e-3, FP8=fp8, BM=bm, BN=bn, BK=bk,
+                                                       G=8, num_stages=st, num_warps=wp)), f"tma {cfg}"))
+        except Exception as e:  # noqa: BLE001
+            out.append((float("inf"), f"tma {cfg} {type(e).__name__}: {str(e)[:80]}"))
+    return sorted(out)
+
+
+def shapes():
+    t = 32 * 128
+    yield "bert qkv", t, 768, 2304
+    yield "bert ffn1", t, 768, 3072
+    yield "bert ffn2", t, 3072, 768
+    yield "bert attn_out", t, 768, 768
+    p56, p28, p14 = 32 * 56 * 56, 32 * 28 * 28, 32 * 14 * 14
+    yield "r50 1x1 64->256 @56", p56, 64, 256
+    yield "r50 1x1 256->64 @56", p56, 256, 64
+    yield "r50 3x3 64 @56 (im2col)", p56, 576, 64
+    yield "r50 3x3 128 @28 (im2col)", p28, 1152, 128
+    yield "r50 1x1 1024->256 @14", p14, 1024, 256
+    yield "r50 3x3 256 @14 (im2col)", p14, 2304, 256
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--budget-s", type=float, default=150)
+    a = p.parse_args()
+    t0 = time.perf_counter()
+    print(f"device {torch.cuda.get_device_name()} torch {torch.__version__} triton {triton.__version__}", flush=True)
+    for label, m, k, n in shapes():
+        if time.perf_counter() - t0 > a.budget_s:
+            print(f"SKIP {label}: budget spent")
+            continue
+        ops = 2.0 * m * n * k
+        a16, b16 = torch.randn(m, k, device=DEV, dtype=torch.float16), torch.randn(n, k, device=DEV, dtype=torch.float16)
+        a8 = torch.randint(-128, 128, (m, k), device=DEV, dtype=torch.int16).to(torch.int8)
+        b8 = torch.randint(-128, 128, (n, k), device=DEV, dtype=torch.int16).to(torch.int8)
+        t16 = graph_ms(lambda: torch.mm(a16, b16.t()))
+        tim = graph_ms(lambda: torch._int_mm(a8, b8.t()))
+        f8a, f8b = a16.to(torch.float8_e4m3fn), b16.to(torch.float8_e4m3fn)
+        one = torch.ones((), device=DEV)
+        tsm = graph_ms(lambda: torch._scaled_mm(f8a, f8b.t(), scale_a=one, scale_b=one, out_dtype=torch.float16))
+        i8 = triton_forms(a8, b8, False)
+        f8 = triton_forms(f8a, f8b, True)
+        tops = lambda ms: ops / ms / 1e9  # noqa: E731
+        print(f"{label} M{m} K{k} N{n}: fp16 mm {t16:.4f} ms ({tops(t16):.0f} TFLOPS) | _int_mm {tim:.4f} "
+              f"({t16 / tim:.2f}x) | _scaled_mm fp8 {tsm:.4f} ({t16 / tsm:.2f}x)", flush=True)
+        for tag, res in (("int8", i8), ("fp8", f8)):
+            print(f"   triton {tag}: " + ", ".join(f"{t:.4f} ({t16 / t:.2f}x) {c}" for t, c in res[:5]), flush=True)
+            bad = [c for t, c in res if t == float("inf")]
+            if bad:
+                print(f"   triton {tag} failed: {bad[:2]}", flush=True)
+    print(f"total {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
