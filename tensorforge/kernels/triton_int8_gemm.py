@@ -12,7 +12,10 @@ A (M, K) row-major (im2col or the NHWC view of the input for a convolution) or, 
 input itself read as an implicit GEMM (row m = output pixel, column k = (r, s, c); outside the image the zero
 point is loaded, a real 0) — no im2col copy; B (N, K) the stored weights, in (r, s, c) column order. When C is a
 multiple of BK (TAP_ALIGNED) a K block is one tap's run of channels: its addresses are one offset per output pixel
-plus the channel index, with no per-element division, and on channels-last input each row is one contiguous copy.
+plus the channel index, with no per-element division, and on channels-last input each row is one contiguous copy;
+otherwise (the C = 3 stem) each column's offset and tap displacement come from a small table (tap_table).
+TMA=1 (explicit GEMM only): A and B arrive as tensor descriptors and each K step is two bulk tensor copies into
+shared memory (out-of-bounds rows and columns read as 0) — no per-element addresses or masks in the main loop.
 With a zero fill (symmetric activations) masked loads stay asynchronous copies, so the main loop is pipelined;
 a non-zero fill (an asymmetric zero point padding a convolution) needs a select in registers after each load.
 Traffic: A once per column of tiles, B once per row of tiles (grouped GROUP_M tiles share it in L2), the
@@ -83,11 +86,11 @@ def _quantize_r(t, scale, rscale, zp, lo, hi, KIND: tl.constexpr):
 
 
 @triton.jit
-def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_am, s_ak, s_bn, s_bk, s_rm, s_rn, s_cm, s_cn,
+def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, Ktab, KT, M, N, K, s_am, s_ak, s_bn, s_bk, s_rm, s_rn, s_cm, s_cn,
                   x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
                   y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
                   pad, H, W, CIN, OW, OHW, KW, sh, sw, ph, pw, dh, dw, sxn, sxh, sxw, sxc,
-                  CONV: tl.constexpr, TAP_ALIGNED: tl.constexpr, PAD_ZERO: tl.constexpr, SHIFT: tl.constexpr, FP8: tl.constexpr, HAS_ZP: tl.constexpr,
+                  CONV: tl.constexpr, TAP_ALIGNED: tl.constexpr, TMA: tl.constexpr, PAD_ZERO: tl.constexpr, SHIFT: tl.constexpr, FP8: tl.constexpr, HAS_ZP: tl.constexpr,
                   PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr,
                   HAS_POST: tl.constexpr, RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr,
                   MID: tl.constexpr, OUT: tl.constexpr, OUT2: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
@@ -103,15 +106,18 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_am, s_ak, s
         ow = (rm % OHW) % OW
         base_h, base_w = oh * sh - ph, ow * sw - pw
         x_row = A + img.to(tl.int64) * sxn
-    else:
+        x_pix = (base_h * sxh + base_w * sxw)[:, None]
+    elif not TMA:
         a_ptr = A + rm[:, None].to(tl.int64) * s_am + rk[None, :] * s_ak
-    b_ptr = B + rn[None, :].to(tl.int64) * s_bn + rk[:, None] * s_bk
+    if not TMA:
+        b_ptr = B + rn[None, :].to(tl.int64) * s_bn + rk[:, None] * s_bk
     if FP8:
         acc = tl.zeros((BM, BN), dtype=tl.float32)
     else:
         acc = tl.zeros((BM, BN), dtype=tl.int32)
     for k in range(0, K, BK):
-        b_mask = (rn[None, :] < N) & (rk[:, None] + k < K)
+        if not TMA:
+            b_mask = (rn[None, :] < N) & (rk[:, None] + k < K)
         if CONV and TAP_ALIGNED:     # CIN % BK == 0: this K block is channels c0..c0+BK of one tap (r, s)
             tap = k // CIN
             ih = base_h + (tap // KW) * dh
@@ -119,17 +125,25 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_am, s_ak, s
             inside = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm < M)
             a_mask = tl.broadcast_to(inside[:, None], (BM, BK))
             a_at = (x_row + ih * sxh + iw * sxw)[:, None] + ((k - tap * CIN + rk) * sxc)[None, :]
-        elif CONV:
+        elif CONV:   # any C: column k's offset and tap displacement from the tap table (no division per element)
             kk = k + rk
-            rs = kk // CIN
-            ih = base_h[:, None] + ((rs // KW) * dh)[None, :]
-            iw = base_w[:, None] + ((rs % KW) * dw)[None, :]
-            a_mask = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm[:, None] < M) & (kk[None, :] < K)
-            a_at = x_row[:, None] + ih * sxh + iw * sxw + ((kk % CIN) * sxc)[None, :]
+            ih = base_h[:, None] + tl.load(Ktab + KT + kk)[None, :]
+            iw = base_w[:, None] + tl.load(Ktab + 2 * KT + kk)[None, :]
+            a_mask = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm[:, None] < M)
+            a_at = x_row[:, None] + x_pix + tl.load(Ktab + kk)[None, :]
+        elif TMA:
+            pass         # A and B are tensor descriptors, loaded below
         else:
             a_mask = (rm[:, None] < M) & (rk[None, :] + k < K)
             a_at = a_ptr
-        if FP8:
+        if TMA:      # bulk tensor copies (out-of-bounds rows and columns read as 0)
+            a = A.load([pid_m * BM, k])
+            b = B.load([pid_n * BN, k]).T
+            if FP8:
+                acc = tl.dot(a, b, acc)
+            else:
+                acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+        elif FP8:
             a = tl.load(a_at, mask=a_mask, other=0.0)
             b = tl.load(b_ptr, mask=b_mask, other=0.0)
             acc = tl.dot(a, b, acc)
@@ -142,9 +156,10 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_am, s_ak, s
                 a = (a.to(tl.int32) - 128).to(tl.int8)
             b = tl.load(b_ptr, mask=b_mask, other=0)
             acc = tl.dot(a, b, acc, out_dtype=tl.int32)
-        if not CONV:
+        if not CONV and not TMA:
             a_ptr += BK * s_ak
-        b_ptr += BK * s_bk
+        if not TMA:
+            b_ptr += BK * s_bk
     nmask = rn < N
     if HAS_ZP:
         acc = acc - x_zp * tl.load(Wsum + rn, mask=nmask, other=0)[None, :]
@@ -200,9 +215,50 @@ def weight_sums(b8: torch.Tensor) -> torch.Tensor:
     return b8.to(torch.int32).sum(1).to(torch.int32)
 
 
-def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=None, wsum=None):
+def tap_table(x: torch.Tensor, geom: dict, k: int, bk: int) -> torch.Tensor:
+    """The implicit GEMM's column table for a convolution whose channel count is not a multiple of BK: for column
+    k = (r·KW + s)·C + c, row 0 holds its address offset c·sxc + r·dh·sxh + s·dw·sxw, rows 1 and 2 its tap's
+    displacement r·dh and s·dw (added to the output pixel's top-left input row and column for the bounds check).
+    Columns are padded to a multiple of BK with a displacement of −2³⁰: always outside the image, so masked.
+    3·K' int32 values, read from L1 once per K step instead of four integer divisions per loaded element."""
+    c, kw = x.shape[1], geom["KW"]
+    kp = -(-k // bk) * bk
+    kk = torch.arange(kp, dtype=torch.int64)
+    tap, ch = kk // c, kk % c
+    dh, dw = geom["dilations"]
+    r, s = (tap // kw) * dh, (tap % kw) * dw
+    off = ch * x.stride(1) + r * x.stride(2) + s * x.stride(3)
+    outside = kk >= k
+    r, s, off = r.masked_fill(outside, -(1 << 30)), s.masked_fill(outside, -(1 << 30)), off.masked_fill(outside, 0)
+    return torch.cat([off, r, s]).to(torch.int32).to(x.device)
+
+
+def tma_operands(a8: torch.Tensor, b_padded: torch.Tensor, k: int, cfg: dict):
+    """Tensor descriptors of A (M, K) and B (N, K) for the bulk-copy main loop. The hardware wants a unit last
+    stride, row strides that are multiples of 16 bytes and a 16-byte aligned base; `b_padded` is the weight matrix
+    with rows padded to 16 bytes (prepared once per weight), so only A can disqualify a call."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    if a8.stride(1) != 1 or a8.stride(0) % 16 or a8.data_ptr() % 16:
+        raise ValueError(f"TMA needs A with unit column stride, 16-byte row stride and base; got strides "
+                         f"{tuple(a8.stride())}")
+    a_desc = TensorDescriptor(a8, [a8.shape[0], k], [a8.stride(0), 1], [cfg["BM"], cfg["BK"]])
+    b_desc = TensorDescriptor(b_padded, [b_padded.shape[0], k], [b_padded.stride(0), 1], [cfg["BN"], cfg["BK"]])
+    return a_desc, b_desc
+
+
+def pad_rows16(b8: torch.Tensor) -> torch.Tensor:
+    """B (N, K) in rows of ⌈K/16⌉·16 bytes (zeros beyond K), the layout tensor descriptors accept."""
+    n, k = b8.shape
+    out = torch.zeros((n, -(-k // 16) * 16), dtype=torch.uint8, device=b8.device)
+    out[:, :k] = b8.view(torch.uint8)
+    return out.view(b8.dtype)
+
+
+def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=None, wsum=None, ktab=None,
+           b_tma=None):
     """Run the fused kernel on A (M, K), B (N, K) — or, with `geom` (quant_gemm.conv_geometry), on the raw
-    convolution input as an implicit GEMM; returns the (M, N) output in the layer's y_dtype."""
+    convolution input as an implicit GEMM (`ktab`: its tap_table when C % BK ≠ 0); with cfg TMA=1, A and B
+    (`b_tma`, B with 16-byte rows) go in as tensor descriptors. Returns the (M, N) output in the layer's y_dtype."""
     from ..ir import dtype_from_name
     at = p.attrs
     n = b8.shape[0]
@@ -218,6 +274,15 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
                      *geom["strides"], geom["pads"][0], geom["pads"][1], *geom["dilations"],
                      x.stride(0), x.stride(2), x.stride(3), x.stride(1)]
         sa = (0, 0)
+    aligned = geom is not None and conv_args[3] % cfg["BK"] == 0
+    if geom is not None and not aligned and ktab is None:
+        ktab = tap_table(a8, geom, k, cfg["BK"])
+    use_tma = bool(cfg.get("TMA"))
+    a_arg, b_arg = a8, b8
+    if use_tma:
+        if geom is not None:
+            raise ValueError("the TMA main loop is the explicit GEMM's (IMPLICIT=0)")
+        a_arg, b_arg = tma_operands(a8, b_tma if b_tma is not None else pad_rows16(b8), k, cfg)
     out = torch.empty((m, n), dtype=dtype_from_name(at["y_dtype"]), device=a8.device)
     fp8 = is_fp8(a8)
     if not (z8 and not fp8):
@@ -236,15 +301,15 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
     grid = (triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"]),)
     opts = {} if interpret else {"num_warps": cfg["warps"], "num_stages": cfg["stages"], "enable_fp_fusion": False}
     _qgemm_kernel[grid](
-        a8, b8, wsum, mult, bias if bias is not None else mult, post if post is not None else mult, r, out, out2,
-        m, n, k, *sa, b8.stride(0), b8.stride(1), r.stride(0), r.stride(1),
+        a_arg, b_arg, wsum, mult, bias if bias is not None else mult, post if post is not None else mult, r, out,
+        out2, ktab if ktab is not None else wsum, ktab.numel() // 3 if ktab is not None else 0, m, n, k, *sa, b8.stride(0), b8.stride(1), r.stride(0), r.stride(1),
         out.stride(0), out.stride(1), int(z8), float(at["alpha"]), float(at["beta"]),
         float(at["mid_scale"]), reciprocal_scale(at["mid_scale"]), float(at["mid_zero_point"]), mlo, mhi,
         float(at["residual_scale"]), float(at["residual_zero_point"]),
         float(at["y_scale"]), reciprocal_scale(at["y_scale"]), float(at["y_zero_point"]), ylo, yhi,
         float(at.get("out2_scale", 0.0)), reciprocal_scale(at.get("out2_scale", 0.0)),
         float(at.get("out2_zero_point", 0)), qlo, qhi, *conv_args,
-        CONV=geom is not None, TAP_ALIGNED=geom is not None and conv_args[3] % cfg["BK"] == 0,
+        CONV=geom is not None, TAP_ALIGNED=aligned, TMA=use_tma,
         PAD_ZERO=conv_args[0] == 0, SHIFT=geom is not None and a8.dtype == torch.uint8, FP8=fp8,
         HAS_ZP=bool(z8) and not fp8, PER_CHANNEL=mult.numel() > 1, HAS_BIAS=bias is not None,
         HAS_POST=post is not None, RES=res_kind, RES_FIRST=bool(at["residual_first"]), ACT=at["activation"],
@@ -268,20 +333,26 @@ def kernel_reason(layer) -> str | None:
 
 
 def build_kernel(layer, cfg, device, interpret=False):
-    sums: dict = {}       # the prepared weight matrix's (pointer, version) → its row sums: once per weight, not per call
+    # made once and reused while the operand they come from is the same (pointer, version / shape and strides):
+    # the weight matrix's row sums and 16-byte-row copy, the convolution input's tap table
+    prepared: dict = {}
+
+    def once(kind, key, make):
+        if prepared.get(kind, (None,))[0] != key:
+            prepared[kind] = (key, make())
+        return prepared[kind][1]
 
     def fused(a8, b8, z8, w_zp, bias, res2, post, p, geom=None):
         if w_zp is not None:
             raise ValueError(f"layer {layer.name!r}: uint8 weights (zero point 128) need the torch_int_mm tactic")
-        wsum = None
-        if z8 and not is_fp8(b8):
-            key = (b8.data_ptr(), b8._version)
-            wsum = sums.get(key)
-            if wsum is None:
-                wsum = weight_sums(b8)
-                sums.clear()
-                sums[key] = wsum
-        return launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret, geom, wsum)
+        wkey = (b8.data_ptr(), b8._version)
+        wsum = once("wsum", wkey, lambda: weight_sums(b8)) if z8 and not is_fp8(b8) else None
+        b_tma = once("b_tma", wkey, lambda: pad_rows16(b8)) if cfg.get("TMA") else None
+        ktab = None
+        if geom is not None and a8.shape[1] % cfg["BK"]:
+            ktab = once("ktab", (tuple(a8.shape), a8.stride()),
+                        lambda: tap_table(a8, geom, b8.shape[1], cfg["BK"]))
+        return launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret, geom, wsum, ktab, b_tma)
     return make_gemm_kernel(layer, device, None, fused_epilogue=fused, implicit_conv=bool(cfg.get("IMPLICIT")))
 
 
@@ -305,7 +376,19 @@ def _make(kind: str):
     return _Tactic
 
 
-CONV_CONFIGS = [{**c, "IMPLICIT": 1} for c in CONFIGS] + [{**CONFIGS[0], "IMPLICIT": 0}]
-for _op, _cfgs in zip(GEMM_OPS, (CONFIGS, CONV_CONFIGS)):
+# bulk tensor copies (TMA, sm_90+) for the explicit GEMM: the fastest main loop on 8 of 10 BERT/resnet50 shapes in
+# bench/results/int8-ceiling-nvidia-h200.txt (the best pointer-load config there: 1.0–1.36x slower)
+TMA_CONFIGS = [
+    {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
+    {"BM": 128, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 8, "TMA": 1},
+    {"BM": 128, "BN": 64, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
+    {"BM": 64, "BN": 128, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
+]
+# convolutions: the implicit GEMM in every config, and the explicit one (im2col, or the NHWC view of a 1×1
+# convolution) with pointer loads, with TMA, and in a 64-wide TMA tile with short K steps for the C = 3 stem
+CONV_CONFIGS = ([{**c, "IMPLICIT": 1} for c in CONFIGS] + [{**CONFIGS[0], "IMPLICIT": 0}]
+                + [{**c, "IMPLICIT": 0} for c in TMA_CONFIGS]
+                + [{"BM": 128, "BN": 64, "BK": 32, "G": 8, "stages": 4, "warps": 4, "IMPLICIT": 0, "TMA": 1}])
+for _op, _cfgs in zip(GEMM_OPS, (CONFIGS + TMA_CONFIGS, CONV_CONFIGS)):
     tactic(_op, name="triton_int8", configs=_cfgs, priority=20)(_make("int8"))
     tactic(_op, name="triton_fp8", configs=_cfgs, priority=20)(_make("fp8"))

@@ -28,7 +28,8 @@ floats = ("alpha beta mid_scale mid_r mid_zp mid_lo mid_hi res_scale res_zp y_sc
           "q2_scale q2_zp q2_lo q2_hi").split()
 conv_ints = "pad H W CIN OW OHW KW sh sw ph pw dh dw sxn sxh sxw sxc".split()
 types = {"A": "*i8", "B": "*i8", "Wsum": "*i32", "Mult": "*fp32", "Bias": "*fp32", "Post": "*fp32", "R": "*i8",
-         "C": "*i8", "C2": "*i8", **{n: "i32" for n in ints + conv_ints}, **{n: "fp32" for n in floats}}
+         "C": "*i8", "C2": "*i8", "Ktab": "*i32", "KT": "i32", **{n: "i32" for n in ints + conv_ints},
+         **{n: "fp32" for n in floats}}
 gemm = dict(M=4096, N=768, K=768, s_am=768, s_ak=1, s_bn=768, s_bk=1, s_rm=768, s_rn=1, s_cm=768, s_cn=1, x_zp=0,
             **{n: 0 for n in conv_ints})
 conv = dict(M=32 * 56 * 56, N=64, K=576, s_am=0, s_ak=0, s_bn=576, s_bk=1, s_rm=64, s_rn=1, s_cm=64, s_cn=1, x_zp=0,
@@ -36,13 +37,13 @@ conv = dict(M=32 * 56 * 56, N=64, K=576, s_am=0, s_ak=0, s_bn=576, s_bk=1, s_rm=
             sxh=3584, sxw=64, sxc=1)
 
 
-def compile_like_launch(values, consts, cfg):
+def compile_like_launch(values, consts, cfg, desc=None):
     sig, attrs, cx = {}, {}, dict(consts)
     for i, n in enumerate(T._qgemm_kernel.arg_names):
         if n in cx:
             sig[n] = "constexpr"
             continue
-        t, v = types[n], values.get(n)
+        t, v = (desc or {}).get(n, types[n]), values.get(n)
         if t.startswith("i") and v == 1:
             sig[n], cx[n] = "constexpr", 1
             continue
@@ -54,17 +55,22 @@ def compile_like_launch(values, consts, cfg):
                        options={"num_warps": cfg["warps"], "num_stages": cfg["stages"], "enable_fp_fusion": False})
     g = k.asm["ttgir"]
     return {"async_copies": g.count("ttg.async_copy_global_to_local"), "local_loads": g.count("ttg.local_load"),
-            "wgmma": g.count("ttng.warp_group_dot ")}
+            "wgmma": g.count("ttng.warp_group_dot "), "tma_copies": g.count("ttng.async_tma_copy_global_to_local")}
 
 
 report = {}
 cfg = T.CONFIGS[0]
-base = dict(SHIFT=False, FP8=False, HAS_ZP=False, RES=2, MID=0, OUT=1, OUT2=0, ACT="Relu", RES_FIRST=True,
+base = dict(TMA=False, SHIFT=False, FP8=False, HAS_ZP=False, RES=2, MID=0, OUT=1, OUT2=0, ACT="Relu", RES_FIRST=True,
             PER_CHANNEL=True, HAS_BIAS=True, HAS_POST=False, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"])
 report["gemm"] = compile_like_launch(gemm, {**base, "CONV": False, "TAP_ALIGNED": False, "PAD_ZERO": True}, cfg)
 for aligned in (False, True):
     report[f"conv_symmetric_aligned{int(aligned)}"] = compile_like_launch(
         conv, {**base, "CONV": True, "TAP_ALIGNED": aligned, "PAD_ZERO": True}, cfg)
+tcfg = T.TMA_CONFIGS[0]
+report["gemm_tma"] = compile_like_launch(
+    gemm, {**base, "TMA": True, "CONV": False, "TAP_ALIGNED": False, "PAD_ZERO": True, "BM": tcfg["BM"],
+           "BN": tcfg["BN"], "BK": tcfg["BK"]}, tcfg,
+    desc={"A": f"tensordesc<i8[{tcfg['BM']}, {tcfg['BK']}]>", "B": f"tensordesc<i8[{tcfg['BN']}, {tcfg['BK']}]>"})
 report["conv_zero_point_pad"] = compile_like_launch(
     {**conv, "pad": 3}, {**base, "CONV": True, "TAP_ALIGNED": True, "PAD_ZERO": False}, cfg)
 print("REPORT" + json.dumps(report))
@@ -80,5 +86,9 @@ def test_int8_gemm_main_loop_is_pipelined_on_sm90():
     for case in ("gemm", "conv_symmetric_aligned0", "conv_symmetric_aligned1"):
         assert r[case]["wgmma"] >= 1, r
         assert r[case]["async_copies"] >= 2 and r[case]["local_loads"] == 0, (case, r[case])
+    # TMA: both operands arrive by bulk tensor copies and feed the wgmma from shared memory
+    assert r["gemm_tma"]["wgmma"] >= 1 and r["gemm_tma"]["tma_copies"] >= 2, r["gemm_tma"]
+    assert r["gemm_tma"]["async_copies"] == 0 and r["gemm_tma"]["local_loads"] == 0, r["gemm_tma"]
+    assert r["gemm"]["tma_copies"] == 0, r["gemm"]
     # the padded convolution with a non-zero zero point selects the fill in registers: the form the check rejects
     assert r["conv_zero_point_pad"]["local_loads"] >= 1, r

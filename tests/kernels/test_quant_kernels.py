@@ -289,3 +289,69 @@ def test_reciprocal_quantize_is_the_ieee_quotient_near_every_rounding_tie():
     assert torch.equal(q.view(torch.int32), (t / s).view(torch.int32))
     want = torch.clamp(torch.round((t / s).double()) + 3, -128, 127).float()
     assert torch.equal(y, want)
+
+
+TMA_CFG = {"BM": 32, "BN": 16, "BK": 32, "G": 2, "stages": 1, "warps": 1, "TMA": 1}
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2]], ids=["uint8-zp-relu", "int8-qres-mid", "float-out"])
+def test_triton_tma_main_loop_is_bit_exact(case):
+    """TMA=1: A and B as tensor descriptors; K = 48 leaves a half-empty last K block and N = 24 a half-empty
+    column tile, both read as zeros by the bulk copy (a wrong fill or offset changes integer outputs)."""
+    layer = _case_layer(*case)
+    x, w = _q8((3, 7, 48), case[1]), _q8((24, 48))
+    r = None if case[5] is None else (_q8((3, 7, 24)) if case[5] == "quantized" else torch.randn(3, 7, 24))
+    inputs = [x, w, torch.randn(24) * 0.2, r]
+    want = get_spec(layer.op).reference(*inputs, **layer.attrs)
+    got = triton_int8_gemm.build_kernel(layer, TMA_CFG, torch.device("cpu"), interpret=True)(inputs)[0]
+    _compare(got, want)
+    assert want.float().std() > 0.1
+
+
+def test_triton_tma_needs_16_byte_rows():
+    layer = _case_layer(*CASES[2])
+    x, w = _q8((3, 7, 40)), _q8((24, 40))
+    with pytest.raises(ValueError, match="16-byte row stride"):
+        triton_int8_gemm.build_kernel(layer, TMA_CFG, torch.device("cpu"), interpret=True)([x, w, torch.randn(24)])
+
+
+def _stem(zp):
+    """A ResNet-style stem: C = 3 (never a multiple of BK), 7×7 stride 2, pads 3, NCHW input."""
+    x = _q8((2, 3, 17, 15), torch.int8)
+    w = _q8((16, 3, 7, 7))
+    layer = _layer("QuantizedConv", x_dtype="int8", x_scale=0.02, x_zero_point=zp,
+                   w_scale=(torch.rand(16) * 0.004 + 1e-3).tolist(), activation="Relu", strides=[2, 2],
+                   pads=[3, 3, 3, 3], kernel_shape=[7, 7], y_scale=0.5, y_zero_point=0, y_dtype="int8")
+    return layer, [x, w, torch.randn(16) * 0.2]
+
+
+@pytest.mark.parametrize("zp", [0, -9])
+@pytest.mark.parametrize("form", ["implicit-tap-table", "explicit-tma"])
+def test_stem_conv_tap_table_and_tma_are_bit_exact(form, zp, monkeypatch):
+    layer, inputs = _stem(zp)
+    want = get_spec("QuantizedConv").reference(*inputs, **layer.attrs)
+    if form == "implicit-tap-table":
+        cfg = {"BM": 16, "BN": 16, "BK": 32, "G": 1, "stages": 1, "warps": 1, "IMPLICIT": 1}
+    else:      # the Triton im2col (rows padded to 16 bytes, as on CUDA) feeding the TMA GEMM
+        monkeypatch.setattr("tensorforge.kernels.quant_gemm.triton_im2col", lambda x: True)
+        cfg = {**TMA_CFG, "IMPLICIT": 0}
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
+    _compare(got, want)
+    assert want.float().std() > 0.5
+
+
+def test_a_wrong_tap_table_is_caught(monkeypatch):
+    """The check above can fail: the table's column displacement one pixel off changes the stem's outputs."""
+    layer, inputs = _stem(-9)
+    want = get_spec("QuantizedConv").reference(*inputs, **layer.attrs)
+    real = triton_int8_gemm.tap_table
+
+    def shifted(x, geom, k, bk):
+        t = real(x, geom, k, bk)
+        kp = t.numel() // 3
+        t[2 * kp:2 * kp + k] += 1
+        return t
+    monkeypatch.setattr(triton_int8_gemm, "tap_table", shifted)
+    cfg = {"BM": 16, "BN": 16, "BK": 32, "G": 1, "stages": 1, "warps": 1, "IMPLICIT": 1}
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
+    assert not torch.equal(got, want)

@@ -39,11 +39,11 @@ cases = [  # name, A/B type, residual type, output type, constexprs
 for i, (name, ab, rt, ct, consts) in enumerate(cases):
     cfg = T.CONFIGS[i % len(T.CONFIGS)]
     types = {"A": ab, "B": "*i8" if ab == "*u8" else ab, "Wsum": "*i32", "Mult": "*fp32", "Bias": "*fp32",
-             "Post": "*fp32", "R": rt, "C": ct, "C2": "*i8", **{n: "i32" for n in ints},
+             "Post": "*fp32", "R": rt, "C": ct, "C2": "*i8", "Ktab": "*i32", "KT": "i32", **{n: "i32" for n in ints},
              **{n: "fp32" for n in floats}, **{n: "i32" for n in conv_ints}}
     consts.setdefault("OUT2", 1 if name == "int8_float" else 0)
     sig = {a: types.get(a, "constexpr") for a in T._qgemm_kernel.arg_names}
-    consts = {"CONV": False, "SHIFT": False, "PAD_ZERO": name != "int8_conv", "TAP_ALIGNED": name == "fp8_conv",
+    consts = {"CONV": False, "TMA": False, "SHIFT": False, "PAD_ZERO": name != "int8_conv", "TAP_ALIGNED": name == "fp8_conv",
               **consts, "PER_CHANNEL": True,
               "HAS_BIAS": True,
               "HAS_POST": name == "int8_q",
