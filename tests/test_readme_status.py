@@ -103,3 +103,22 @@ def test_startup_line_reads_the_table(tmp_path):
     assert "(`bench/results/startup-cpu.md`, fresh processes): tensorforge --help 1.50 s (< 1 s: missed)." in block
     (root / "bench" / "results" / "startup-cpu.md").unlink()
     assert "Start-up" not in gen.render(root)
+
+
+def test_zoo_and_precision_lines_name_the_runs_their_rows_came_from(tmp_path):
+    """A results file merged from several runs: the zoo line names each row's run (not the file's last label),
+    and INT8/FP8 rows are reported as their own ratio to the fp16 engine with the accuracy verdict."""
+    gen = _gen()
+    res = tmp_path / "bench" / "results"
+    res.mkdir(parents=True)
+    zoo = [{"model": "m", "batch": b, "run": run, "runners": {"tensorforge": {"median_ms": 1.0},
+                                                             "compile+graph": {"median_ms": 2.0}}}
+           for b, run in ((1, "commit aaa"), (32, "commit aaa"), (1, "commit bbb"))]
+    prec = [{"model": "m", "batch": 32, "precision": "fp16", "speedup_vs_fp16": 1.0, "run": "commit ccc"},
+            {"model": "m", "batch": 32, "precision": "int8", "speedup_vs_fp16": 1.234, "run": "commit ccc",
+             "accuracy_vs_ort_fp32": {"cosine": 0.98, "pass": False}}]
+    (res / "nvidia-h200.json").write_text(json.dumps({"environment": {"gpu": "G", "label": "commit ccc"},
+                                                      "zoo": zoo, "precision": prec}))
+    block = gen.render(tmp_path)
+    assert "G, commit aaa (2 rows), commit bbb (1 row)" in block and "commit ccc): tensorforge" not in block
+    assert "m b32 int8 1.23× FAIL cos 0.9800" in block and "m b32 fp16" not in block

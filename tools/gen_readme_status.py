@@ -9,7 +9,9 @@ Fields read (each defensively: a missing file, section or field leaves its line 
   gelu[].accuracy.max_abs_err; zoo[].model/batch/dtype, zoo[].runners.<name>.median_ms (or .error),
   zoo[].strongest_peer and zoo[].ratio_vs_strongest when present (else the fastest timed peer from runners,
   "device copy" and tensorforge excluded), zoo[].accuracy_vs_ort_fp32.pass/.passed_by,
-  zoo[].accuracy_tf32_off.pass, zoo[].error, skipped[]; build_costs[] or build_cost: model, cold_s, warm_s, speedup.
+  zoo[].accuracy_tf32_off.pass, zoo[].error, zoo[].run (the label of the run a row came from), skipped[];
+  precision[].model/batch/precision/speedup_vs_fp16/run, precision[].accuracy_vs_ort_fp32.pass/.cosine_mean;
+  build_costs[] or build_cost: model, cold_s, warm_s, speedup.
 - bench/results/cpu-x86_64.json: environment.threads, environment.label; rows[].model, rows[].ratio (else
   tensorforge.median_ms ÷ onnxruntime.median_ms).
 - tests/onnx_backend/results.json (scripts/backend_suite.sh): passed, cases, failed, known_failures, excluded,
@@ -69,6 +71,39 @@ def _label(res: dict) -> str:
     return ", ".join(bits) or "unlabelled run"
 
 
+def _rows_label(res: dict, rows: list[dict]) -> str:
+    """The GPU and the run labels of these rows (a file merged from several runs holds several), most rows first;
+    the file's own label only when the rows carry none."""
+    runs: dict[str, int] = {}
+    for r in rows:
+        if isinstance(r.get("run"), str):
+            runs[r["run"]] = runs.get(r["run"], 0) + 1
+    if not runs:
+        return _label(res)
+    env = res.get("environment") if isinstance(res.get("environment"), dict) else {}
+    order = sorted(runs, key=lambda k: -runs[k])
+    text = order[0] if len(order) == 1 else ", ".join(f"{k} ({runs[k]} row{'s' * (runs[k] != 1)})" for k in order)
+    return ", ".join(([str(env["gpu"])] if env.get("gpu") else []) + [text])
+
+
+def _precision_lines(res: dict, fname: str) -> list[str]:
+    rows = [r for r in res.get("precision") or [] if isinstance(r, dict) and r.get("precision") != "fp16"]
+    parts = []
+    for r in rows:
+        x = r.get("speedup_vs_fp16")
+        if not isinstance(x, (int, float)):
+            continue
+        acc = r.get("accuracy_vs_ort_fp32") if isinstance(r.get("accuracy_vs_ort_fp32"), dict) else {}
+        cos = acc.get("cosine_mean", acc.get("cosine"))
+        verdict = "" if "pass" not in acc else (" pass" if acc["pass"] else " FAIL") + \
+            (f" cos {cos:.4f}" if isinstance(cos, (int, float)) else "")
+        parts.append(f"{r.get('model', '?')} b{r.get('batch', '?')} {r['precision']} {x:.2f}×{verdict}")
+    if not parts:
+        return []
+    return [f"- INT8/FP8 engines ÷ our fp16 engine, throughput, same run (`bench/results/{fname}`; "
+            f"{_rows_label(res, rows)}; accuracy: cosine ≥ 0.99 to fp32 onnxruntime): " + ", ".join(parts) + "."]
+
+
 def _zoo_lines(res: dict, fname: str, dtype: str) -> list[str]:
     rows = [r for r in res.get("zoo") or [] if isinstance(r, dict)]
     if not rows:
@@ -83,7 +118,7 @@ def _zoo_lines(res: dict, fname: str, dtype: str) -> list[str]:
         cases.append((case, peer, ratio, r))
     timed = [c for c in cases if c[2] is not None]
     at_or_under = sum(1 for c in timed if c[2] <= 1.0)
-    out = [f"- Model zoo at {dtype} (`bench/results/{fname}`; {_label(res)}): tensorforge at or under the strongest "
+    out = [f"- Model zoo at {dtype} (`bench/results/{fname}`; {_rows_label(res, rows)}): tensorforge at or under the strongest "
            f"peer measured in the same run in {at_or_under} of {len(timed)} timed cases. tensorforge ÷ strongest "
            "peer: " + ", ".join(f"{c} {ratio:.2f}× ({peer})" for c, peer, ratio, _ in timed) + "."]
     acc = [_get(r, "accuracy_vs_ort_fp32") for *_, r in cases]
@@ -222,7 +257,7 @@ def render(root: Path = ROOT) -> str:
     if fp32:
         lines += _zoo_lines(fp32, "nvidia-h200-fp32.json", "fp32")
     if fp16:
-        lines += _build_lines(fp16, "nvidia-h200.json")
+        lines += _precision_lines(fp16, "nvidia-h200.json") + _build_lines(fp16, "nvidia-h200.json")
     lines += _backend_lines(_load(root / "tests" / "onnx_backend" / "results.json"))
     lines += _startup_lines(results / "startup-cpu.md")
     cpu = _load(results / "cpu-x86_64.json")
