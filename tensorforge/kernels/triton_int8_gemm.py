@@ -282,6 +282,8 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
     if use_tma:
         if geom is not None:
             raise ValueError("the TMA main loop is the explicit GEMM's (IMPLICIT=0)")
+        if a8.is_cuda and torch.cuda.get_device_capability(a8.device) < (9, 0):
+            raise ValueError("TMA (bulk tensor copies) needs compute capability 9.0 or newer")
         a_arg, b_arg = tma_operands(a8, b_tma if b_tma is not None else pad_rows16(b8), k, cfg)
     out = torch.empty((m, n), dtype=dtype_from_name(at["y_dtype"]), device=a8.device)
     fp8 = is_fp8(a8)
