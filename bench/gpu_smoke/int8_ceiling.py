@@ -15,9 +15,18 @@ import argparse
 import sys
 import time
 
+import os
+
 import torch
 import triton
 import triton.language as tl
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+from tensorforge.kernels.triton_gemm import grouped_tile  # noqa: E402  (the engine's grouped launch order)
+
+from int8_profile import graph_ms  # noqa: E402  (one CUDA-graph replay timing for the int8 smokes)
 
 DEV = torch.device("cuda")
 CONFIGS = [  # BM, BN, BK, stages, warps
@@ -27,18 +36,9 @@ CONFIGS = [  # BM, BN, BK, stages, warps
 
 
 @triton.jit
-def _tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, G: tl.constexpr):
-    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
-    per_group = G * num_n
-    first_m = (pid // per_group) * G
-    rows = tl.minimum(num_m - first_m, G)
-    return first_m + (pid % per_group) % rows, (pid % per_group) // rows
-
-
-@triton.jit
 def _mm_ptr(A, B, C, M, N, K, scale, FP8: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
             G: tl.constexpr):
-    pid_m, pid_n = _tile(tl.program_id(0), M, N, BM, BN, G)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, G)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
@@ -64,7 +64,7 @@ def _mm_ptr(A, B, C, M, N, K, scale, FP8: tl.constexpr, BM: tl.constexpr, BN: tl
 @triton.jit
 def _mm_tma(a_desc, b_desc, c_desc, M, N, K, scale, FP8: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
             BK: tl.constexpr, G: tl.constexpr):
-    pid_m, pid_n = _tile(tl.program_id(0), M, N, BM, BN, G)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, G)
     if FP8:
         acc = tl.zeros((BM, BN), dtype=tl.float32)
     else:
@@ -77,29 +77,6 @@ def _mm_tma(a_desc, b_desc, c_desc, M, N, K, scale, FP8: tl.constexpr, BM: tl.co
         else:
             acc = tl.dot(a, b.T, acc, out_dtype=tl.int32)
     c_desc.store([pid_m * BM, pid_n * BN], (acc.to(tl.float32) * scale).to(tl.float16))
-
-
-def graph_ms(fn, reps=20) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-        with torch.cuda.graph(g, stream=s):
-            fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return sorted(ts)[len(ts) // 2]
 
 
 def triton_forms(a, b, fp8):
