@@ -83,6 +83,19 @@ def models():
     return out
 
 
+def _commit_label() -> str:
+    """'commit <short hash>' of this checkout, with '+changes' when tracked files differ; '' outside git."""
+    import subprocess
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return f"commit {head}{'+changes' if dirty else ''}" if head else ""
+
+
 def _timed_apart(fns: dict, blocks: int, per_block: int) -> dict[str, list[float]]:
     """name → wall times (ms): `blocks` rounds, each running every fn `per_block` times in turn."""
     out = {k: [] for k in fns}
@@ -139,6 +152,8 @@ def main(argv=None) -> int:
                    help="torch's libgomp wait policy (read before torch loads: write --omp-wait-policy=X); default: "
                    "libgomp's own, spinning a while, as onnxruntime's pool does")
     p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
+    p.add_argument("--label", default=None, help="what was measured (default: the checkout's commit, "
+                   "'+changes' when the working tree differs from it); recorded as environment.label")
     args = p.parse_args(argv)
     import onnxruntime as ort
 
@@ -215,7 +230,8 @@ def main(argv=None) -> int:
                            "blocks": args.blocks, "block_ms": args.block_ms, "timing": "alternating blocks, one process",
                            "loadavg_before": [round(x, 2) for x in load_before],
                            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "libgomp default"),
-                           "loadavg_after": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()},
+                           "loadavg_after": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
+                           "label": args.label if args.label is not None else _commit_label()},
            "rows": rows, "slowest": slowest, "slowest_profile": profiles.get(slowest, []),
            "profiles": {m: profiles[m] for m in misses}}
     os.makedirs(args.out_dir, exist_ok=True)
@@ -223,7 +239,8 @@ def main(argv=None) -> int:
     with open(os.path.join(args.out_dir, f"{stem}.json"), "w") as f:
         json.dump(res, f, indent=1)
     env = res["environment"]
-    md = [f"# CPU: tensorforge vs onnxruntime ({THREADS} threads each, {platform.machine()}, {env['cpus']} cores)", "",
+    md = [f"# CPU: tensorforge vs onnxruntime ({THREADS} threads each, {platform.machine()}, {env['cpus']} cores)"
+          + (f", {env['label']}" if env.get("label") else ""), "",
           f"`PYTHONPATH=. python bench/cpu.py`: each engine timed apart in {args.blocks} alternating blocks (one process),"
           f" median of all runs, ± the p10–p90 spread. Load average before/after: {env['loadavg_before'][0]} / "
           f"{env['loadavg_after'][0]} (shared machine: absolute times are noisy, the ratio is the figure). "
