@@ -1,6 +1,8 @@
-"""Tactic: MatMulEpilogue on the CPU as MKL's packed sgemm (`torch.ops.mkl._mkl_linear`), the epilogue in place.
+"""Tactics: MatMulEpilogue and Gemm on the CPU as MKL's packed sgemm (`torch.ops.mkl._mkl_linear`), the epilogue
+in place.
 
     y = act(x · Wᵀ + bias [+ residual]) [+ residual]      one packed GEMM (bias in it), then torch's in-place epilogue
+    Gemm: y = A · op(B) + β·C  with transA = 0, α = 1 and C one value or one per output column (β·C made once)
 
 The weight is packed once per (weight tensor, row count) with `mkl._mkl_reorder_linear_weight` (MKL's
 cblas_sgemm_pack: the B panels in the order its micro-kernel streams them, for exactly M rows); a call with that
@@ -105,4 +107,57 @@ class MklMatMulEpilogue:
             y = torch.ops.mkl._mkl_linear(x, packed, w_nk, bias_n, x.shape[0])
             y = y.view(*a.shape[:-1], w_nk.shape[0])
             return [epilogue_(y, residual, act, alpha, beta, res_first)]
+        return run
+
+
+@tactic("Gemm", name="mkl_packed", priority=15)
+class MklGemm:
+    """Gemm(A, B, C) with transA = 0, α = 1 and C a bias of 1 or N values (β·C folded once per C tensor)."""
+
+    @staticmethod
+    def supports(layer, device):
+        why = mkl_reason(device)
+        if why is None and layer.precision not in (None, "float32"):
+            why = f"a {layer.precision} layer (MKL's packed sgemm is float32)"
+        if why is None and (layer.attrs.get("transA", 0) or float(layer.attrs.get("alpha", 1.0)) != 1.0):
+            why = "transA = 1 or α ≠ 1 (the packed GEMM computes x · Wᵀ + bias)"
+        return why
+
+    @staticmethod
+    def fits(layer, cfg, inputs):
+        a, b = inputs[0], inputs[1]
+        c = inputs[2] if len(inputs) > 2 else None
+        why = operand_reason(a, b)
+        if why is None and a.dim() != 2:
+            why = f"a {a.dim()}-D A (Gemm multiplies matrices)"
+        if why is None and c is not None:
+            n = b.shape[0] if layer.attrs.get("transB", 0) else b.shape[1]
+            if c.numel() not in (1, n):
+                why = f"C of {c.numel()} values: the packed GEMM adds one value per output column ({n})"
+        return why
+
+    @staticmethod
+    def build(layer, cfg, device):
+        a_ = layer.attrs
+        trans_b, beta = int(a_.get("transB", 0)), float(a_.get("beta", 1.0))
+        panels = PackedPanels(trans=bool(trans_b))
+        folded: list = [None]                   # (C tensor, β·C as N values), made once per C tensor
+
+        def run(inputs):
+            why = MklGemm.fits(layer, cfg, inputs)
+            if why is not None:
+                raise ValueError(f"tactic mkl_packed got inputs it does not take for layer {layer.name!r}: {why} "
+                                 "(fits() rejects such layers at build; rebuild the engine)")
+            a, b = inputs[0], inputs[1]
+            c = inputs[2] if len(inputs) > 2 else None
+            x = a.contiguous()
+            w_nk, packed = panels(b, x.shape[0])
+            bias = None
+            if c is not None and beta != 0:
+                entry = folded[0]
+                if entry is None or entry[0] is not c:
+                    entry = (c, (c.reshape(-1).to(x.dtype).expand(w_nk.shape[0]) * beta).contiguous())
+                    folded[0] = entry
+                bias = entry[1]
+            return [torch.ops.mkl._mkl_linear(x, packed, w_nk, bias, x.shape[0])]
         return run

@@ -1,4 +1,4 @@
-"""MKL packed-sgemm MatMulEpilogue on the CPU (kernels/cpu_mkl_linear.py), against closed forms in float64
+"""MKL packed-sgemm MatMulEpilogue and Gemm on the CPU (kernels/cpu_mkl_linear.py), against closed forms in float64
 (act(a·W + bias) [+ residual], the activations written out in test_cpu_onednn.closed_form), a changed row count
 (a second packing), the reasons it gives for layers it does not take, and a timed CPU build of an ONNX MLP that
 times it against oneDNN's linear and matches onnxruntime."""
@@ -14,7 +14,7 @@ from kernels.test_cpu_onednn import FUSED_ACTS, closed_form
 
 import tensorforge as tfg
 from tensorforge.ir import Layer
-from tensorforge.kernels.cpu_mkl_linear import MklMatMulEpilogue, mkl_reason
+from tensorforge.kernels.cpu_mkl_linear import MklGemm, MklMatMulEpilogue, mkl_reason
 
 pytestmark = pytest.mark.skipif(mkl_reason(torch.device("cpu")) is not None, reason="torch without MKL")
 CPU = torch.device("cpu")
@@ -95,3 +95,28 @@ def test_timed_cpu_build_times_it_against_onednn_and_matches_onnxruntime(tmp_pat
     timed = [e for e in entries if e["op"] == "MatMulEpilogue"]
     assert timed and all("matmulepilogue.mkl_packed" in e["times_ms"] for e in timed), timed
     assert_close(engine.run(dict(feeds)), ort_run(model, feeds))
+
+
+@pytest.mark.parametrize("c_shape,beta,trans_b", [((6,), 1.0, 0), ((1, 6), 0.5, 1), ((1,), 2.0, 0), (None, 1.0, 1)])
+def test_gemm_matches_closed_form(c_shape, beta, trans_b):
+    g = torch.Generator().manual_seed(2)
+    a, b = torch.randn(4, 8, generator=g), torch.randn(6, 8, generator=g) if trans_b else torch.randn(8, 6, generator=g)
+    ins = [a, b] + ([torch.randn(*c_shape, generator=g)] if c_shape else [])
+    layer = Layer("g", "Gemm", [f"i{k}" for k in range(len(ins))], ["y"], {"beta": beta, "transB": trans_b})
+    assert MklGemm.supports(layer, CPU) is None and MklGemm.fits(layer, {}, ins) is None
+    got = MklGemm.build(layer, {}, CPU)(ins)[0]
+    want = a.double() @ (b.double().t() if trans_b else b.double())
+    if c_shape:
+        torch.testing.assert_close(got.double(), want + beta * ins[2].double(), rtol=1e-5, atol=2e-5)
+        with pytest.raises(AssertionError):          # β applied once too often would be seen
+            torch.testing.assert_close(got.double(), want + beta * 1.01 * ins[2].double(), rtol=1e-5, atol=2e-5)
+    else:
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=2e-5)
+
+
+def test_gemm_forms_it_does_not_take_say_why():
+    g = lambda **a: Layer("g", "Gemm", ["a", "b", "c"], ["y"], a)          # noqa: E731
+    assert "transA" in MklGemm.supports(g(transA=1), CPU)
+    assert "α" in MklGemm.supports(g(alpha=2.0), CPU)
+    assert "C of 3 values" in MklGemm.fits(g(), {}, [torch.randn(2, 4), torch.randn(4, 5), torch.randn(3)])
+    assert "3-D A" in MklGemm.fits(g(), {}, [torch.randn(2, 2, 4), torch.randn(4, 5), torch.randn(5)])
