@@ -122,3 +122,12 @@ def test_zoo_and_precision_lines_name_the_runs_their_rows_came_from(tmp_path):
     block = gen.render(tmp_path)
     assert "G, commit aaa (2 rows), commit bbb (1 row)" in block and "commit ccc): tensorforge" not in block
     assert "m b32 int8 1.23× FAIL cos 0.9800" in block and "m b32 fp16" not in block
+
+
+def test_cpu_line_names_the_measured_commit(tmp_path):
+    gen = _gen()
+    res = tmp_path / "bench" / "results"
+    res.mkdir(parents=True)
+    (res / "cpu-x86_64.json").write_text(json.dumps({"environment": {"threads": 2, "label": "commit abc1234"},
+                                                     "rows": [{"model": "g", "ratio": 0.5}]}))
+    assert "(`bench/results/cpu-x86_64.json`, 2 threads, commit abc1234): tensorforge" in gen.render(tmp_path)

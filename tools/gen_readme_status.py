@@ -205,8 +205,9 @@ def _cpu_lines(res: dict, fname: str) -> list[str]:
             parts.append(f"{r.get('model', '?')} {ratio:.2f}×")
     if not parts:
         return []
-    threads = _get(res, "environment", "threads")
-    return [f"- CPU (`bench/results/{fname}`{f', {threads} threads' if threads else ''}): tensorforge ÷ onnxruntime "
+    threads, label = _get(res, "environment", "threads"), _get(res, "environment", "label")
+    where = (f", {threads} threads" if threads else "") + (f", {label}" if isinstance(label, str) and label else "")
+    return [f"- CPU (`bench/results/{fname}`{where}): tensorforge ÷ onnxruntime "
             "(below 1 is faster): " + ", ".join(parts) + "."]
 
 
