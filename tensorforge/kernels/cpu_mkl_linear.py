@@ -20,6 +20,7 @@ import threading
 
 import torch
 
+from .cpu_onednn import gemm_c_reason, gemm_form_reason
 from .registry import tactic
 from .torch_fused import epilogue_, epilogue_attrs, epilogue_operands
 
@@ -40,6 +41,11 @@ def operand_reason(a, b) -> str | None:
     if a.dtype != torch.float32 or b.dtype != torch.float32:
         return f"operands {a.dtype} · {b.dtype}: MKL's packed sgemm takes float32"
     return None
+
+
+def _refuse(layer, why: str):
+    raise ValueError(f"tactic mkl_packed got inputs it does not take for layer {layer.name!r}: {why} "
+                     "(fits() rejects such layers at build; rebuild the engine)")
 
 
 class PackedPanels:
@@ -97,8 +103,7 @@ class MklMatMulEpilogue:
             a, b, bias, residual = epilogue_operands(inputs)
             why = operand_reason(a, b)
             if why is not None:
-                raise ValueError(f"tactic mkl_packed got inputs it does not take for layer {layer.name!r}: {why} "
-                                 "(fits() rejects such layers at build; rebuild the engine)")
+                _refuse(layer, why)
             x = a.reshape(-1, a.shape[-1]).contiguous()
             w_nk, packed = panels(b, x.shape[0])
             bias_n = bias.reshape(-1).to(x.dtype).contiguous() if bias is not None else None
@@ -119,22 +124,13 @@ class MklGemm:
         why = mkl_reason(device)
         if why is None and layer.precision not in (None, "float32"):
             why = f"a {layer.precision} layer (MKL's packed sgemm is float32)"
-        if why is None and (layer.attrs.get("transA", 0) or float(layer.attrs.get("alpha", 1.0)) != 1.0):
-            why = "transA = 1 or α ≠ 1 (the packed GEMM computes x · Wᵀ + bias)"
-        return why
+        return why or gemm_form_reason(layer)
 
     @staticmethod
     def fits(layer, cfg, inputs):
         a, b = inputs[0], inputs[1]
-        c = inputs[2] if len(inputs) > 2 else None
-        why = operand_reason(a, b)
-        if why is None and a.dim() != 2:
-            why = f"a {a.dim()}-D A (Gemm multiplies matrices)"
-        if why is None and c is not None:
-            n = b.shape[0] if layer.attrs.get("transB", 0) else b.shape[1]
-            if c.numel() not in (1, n):
-                why = f"C of {c.numel()} values: the packed GEMM adds one value per output column ({n})"
-        return why
+        why = operand_reason(a, b) or (f"a {a.dim()}-D A (Gemm multiplies matrices)" if a.dim() != 2 else None)
+        return why or gemm_c_reason(layer, b, inputs[2] if len(inputs) > 2 else None)
 
     @staticmethod
     def build(layer, cfg, device):
@@ -146,8 +142,7 @@ class MklGemm:
         def run(inputs):
             why = MklGemm.fits(layer, cfg, inputs)
             if why is not None:
-                raise ValueError(f"tactic mkl_packed got inputs it does not take for layer {layer.name!r}: {why} "
-                                 "(fits() rejects such layers at build; rebuild the engine)")
+                _refuse(layer, why)
             a, b = inputs[0], inputs[1]
             c = inputs[2] if len(inputs) > 2 else None
             x = a.contiguous()

@@ -124,6 +124,23 @@ def operand_reason(a, b, batched_ok: bool = False) -> str | None:
     return None
 
 
+def gemm_form_reason(layer) -> str | None:
+    """Why a Gemm is not x · Wᵀ + bias (transA = 1 or α ≠ 1), else None."""
+    if layer.attrs.get("transA", 0) or float(layer.attrs.get("alpha", 1.0)) != 1.0:
+        return "transA = 1 or α ≠ 1 (the linear tactics compute x · Wᵀ + bias)"
+    return None
+
+
+def gemm_c_reason(layer, b, c) -> str | None:
+    """Why Gemm's C is not a bias of the linear tactics (one value, or one per output column), else None."""
+    if b is None or c is None:
+        return None
+    n = b.shape[0] if layer.attrs.get("transB", 0) else b.shape[1]
+    if c.numel() not in (1, n):
+        return f"C of {c.numel()} values: the linear tactics add one value per output column ({n})"
+    return None
+
+
 def _refuse(layer, why: str):
     raise ValueError(f"tactic onednn_linear got inputs it does not take for layer {layer.name!r}: {why} "
                      "(fits() rejects such layers at build; rebuild the engine)")
@@ -173,20 +190,12 @@ class OneDnnGemm:
     @staticmethod
     def supports(layer, device):
         why = onednn_reason(device) or _precision_reason(layer)
-        if why is None and (layer.attrs.get("transA", 0) or float(layer.attrs.get("alpha", 1.0)) != 1.0):
-            why = "transA = 1 or α ≠ 1 (oneDNN's linear computes x · Wᵀ + bias)"
-        return why
+        return why or gemm_form_reason(layer)
 
     @staticmethod
     def fits(layer, cfg, inputs):
         a, b = inputs[0], inputs[1]
-        c = inputs[2] if len(inputs) > 2 else None
-        why = operand_reason(a, b)
-        if why is None and c is not None:
-            n = b.shape[0] if layer.attrs.get("transB", 0) else b.shape[1]
-            if c.numel() not in (1, n):
-                why = f"C of {c.numel()} values: oneDNN's bias is one value per output column ({n})"
-        return why
+        return operand_reason(a, b) or gemm_c_reason(layer, b, inputs[2] if len(inputs) > 2 else None)
 
     @staticmethod
     def build(layer, cfg, device):
