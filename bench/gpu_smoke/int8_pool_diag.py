@@ -7,8 +7,12 @@ Seen at e8420c5: from the fourth quantized layer on, every job (the unchanged _q
 "the worker's cache key … is not the parent's …", so each variant compiled again in the parent (the resnet50
 INT8 b32 build of the bench: 129 in-process compiles, 122 s of its 173 s). Prints those log lines and the tactics.
 """
-import io, re, sys, time
-import torch, torch.nn as nn
+import io
+import sys
+import time
+
+import torch
+import torch.nn as nn
 sys.path.insert(0, ".")
 import tensorforge as tfg
 from tensorforge.util.log import set_severity, Severity, get_logger
