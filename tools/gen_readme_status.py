@@ -10,7 +10,7 @@ Fields read (each defensively: a missing file, section or field leaves its line 
   zoo[].strongest_peer and zoo[].ratio_vs_strongest when present (else the fastest timed peer from runners,
   "device copy" and tensorforge excluded), zoo[].accuracy_vs_ort_fp32.pass/.passed_by,
   zoo[].accuracy_tf32_off.pass, zoo[].error, zoo[].run (the label of the run a row came from), skipped[];
-  precision[].model/batch/precision/speedup_vs_fp16/run, precision[].accuracy_vs_ort_fp32.pass/.cosine_mean;
+  precision[].model/batch/precision/speedup_vs_fp16/run, precision[].accuracy_vs_ort_fp32.pass/.cosine;
   build_costs[] or build_cost: model, cold_s, warm_s, speedup.
 - bench/results/cpu-x86_64.json: environment.threads, environment.label; rows[].model, rows[].ratio (else
   tensorforge.median_ms ÷ onnxruntime.median_ms).
@@ -20,6 +20,7 @@ Fields read (each defensively: a missing file, section or field leaves its line 
 
 import argparse
 import json
+from collections import Counter
 import sys
 from pathlib import Path
 
@@ -74,15 +75,11 @@ def _label(res: dict) -> str:
 def _rows_label(res: dict, rows: list[dict]) -> str:
     """The GPU and the run labels of these rows (a file merged from several runs holds several), most rows first;
     the file's own label only when the rows carry none."""
-    runs: dict[str, int] = {}
-    for r in rows:
-        if isinstance(r.get("run"), str):
-            runs[r["run"]] = runs.get(r["run"], 0) + 1
+    runs = Counter(r["run"] for r in rows if isinstance(r.get("run"), str)).most_common()
     if not runs:
         return _label(res)
     env = res.get("environment") if isinstance(res.get("environment"), dict) else {}
-    order = sorted(runs, key=lambda k: -runs[k])
-    text = order[0] if len(order) == 1 else ", ".join(f"{k} ({runs[k]} row{'s' * (runs[k] != 1)})" for k in order)
+    text = runs[0][0] if len(runs) == 1 else ", ".join(f"{k} ({n} row{'s' * (n != 1)})" for k, n in runs)
     return ", ".join(([str(env["gpu"])] if env.get("gpu") else []) + [text])
 
 
@@ -94,7 +91,7 @@ def _precision_lines(res: dict, fname: str) -> list[str]:
         if not isinstance(x, (int, float)):
             continue
         acc = r.get("accuracy_vs_ort_fp32") if isinstance(r.get("accuracy_vs_ort_fp32"), dict) else {}
-        cos = acc.get("cosine_mean", acc.get("cosine"))
+        cos = acc.get("cosine")
         verdict = "" if "pass" not in acc else (" pass" if acc["pass"] else " FAIL") + \
             (f" cos {cos:.4f}" if isinstance(cos, (int, float)) else "")
         parts.append(f"{r.get('model', '?')} b{r.get('batch', '?')} {r['precision']} {x:.2f}×{verdict}")

@@ -16,11 +16,9 @@ float32 only (MKL's packed sgemm); CPU devices whose torch has MKL. No silent fa
 are rejected by fits() at build (with the reason) and raise at run time.
 """
 
-import threading
-
 import torch
 
-from .cpu_onednn import gemm_c_reason, gemm_form_reason
+from .cpu_onednn import PackedWeight, gemm_c_reason, gemm_form_reason
 from .registry import tactic
 from .torch_fused import epilogue_, epilogue_attrs, epilogue_operands
 
@@ -48,25 +46,17 @@ def _refuse(layer, why: str):
                      "(fits() rejects such layers at build; rebuild the engine)")
 
 
-class PackedPanels:
-    """W (N, K) packed for M rows, made on first use per (weight tensor, M) and published as one tuple under a
-    lock (a concurrent call sees nothing or a complete packing)."""
+def mkl_weight(trans: bool) -> PackedWeight:
+    """W packed by MKL for exactly M rows (again when M changes), the (N, K) copy kept for `_mkl_linear`."""
+    return PackedWeight(trans, reorder=lambda w_nk, rows: torch.ops.mkl._mkl_reorder_linear_weight(w_nk, rows),
+                        per_rows=True, keep_plain=True)
 
-    def __init__(self, trans: bool):
-        self.trans = trans
-        self._entry: tuple | None = None         # (source tensor, rows, W (N, K) contiguous, packed)
-        self._lock = threading.Lock()
 
-    def __call__(self, w: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-        entry = self._entry
-        if entry is None or entry[0] is not w or entry[1] != rows:
-            with self._lock:
-                entry = self._entry
-                if entry is None or entry[0] is not w or entry[1] != rows:
-                    w_nk = (w if self.trans else w.t()).contiguous()
-                    entry = (w, rows, w_nk, torch.ops.mkl._mkl_reorder_linear_weight(w_nk, rows))
-                    self._entry = entry
-        return entry[2], entry[3]
+def mkl_linear(x: torch.Tensor, w: torch.Tensor, pack: PackedWeight, bias_make, c) -> torch.Tensor:
+    """x (M, K) · Wᵀ (+ the N-vector bias_make(c) made once per c tensor) through the packed panels."""
+    packed, w_nk, _ = pack.get(w, x.shape[0])
+    bias = pack.bias(c, bias_make) if c is not None else None
+    return torch.ops.mkl._mkl_linear(x, packed, w_nk, bias, x.shape[0])
 
 
 @tactic("MatMulEpilogue", name="mkl_packed", priority=15)
@@ -97,21 +87,18 @@ class MklMatMulEpilogue:
     def build(layer, cfg, device):
         a_ = layer.attrs
         act, alpha, beta, res_first = epilogue_attrs(a_)
-        panels = PackedPanels(trans=bool(int(a_.get("trans_b", 0))))
+        trans_b = bool(int(a_.get("trans_b", 0)))
+        pack = mkl_weight(trans=trans_b)
 
         def run(inputs):
             a, b, bias, residual = epilogue_operands(inputs)
             why = operand_reason(a, b)
             if why is not None:
                 _refuse(layer, why)
-            x = a.reshape(-1, a.shape[-1]).contiguous()
-            w_nk, packed = panels(b, x.shape[0])
-            bias_n = bias.reshape(-1).to(x.dtype).contiguous() if bias is not None else None
-            if bias_n is not None and bias_n.numel() != w_nk.shape[0]:
-                bias_n = bias_n.expand(w_nk.shape[0]).contiguous()
-            y = torch.ops.mkl._mkl_linear(x, packed, w_nk, bias_n, x.shape[0])
-            y = y.view(*a.shape[:-1], w_nk.shape[0])
-            return [epilogue_(y, residual, act, alpha, beta, res_first)]
+            n = b.shape[0] if trans_b else b.shape[1]
+            y = mkl_linear(a.reshape(-1, a.shape[-1]).contiguous(), b, pack,
+                           lambda t: t.reshape(-1).to(a.dtype).expand(n).contiguous(), bias)
+            return [epilogue_(y.view(*a.shape[:-1], y.shape[-1]), residual, act, alpha, beta, res_first)]
         return run
 
 
@@ -136,23 +123,15 @@ class MklGemm:
     def build(layer, cfg, device):
         a_ = layer.attrs
         trans_b, beta = int(a_.get("transB", 0)), float(a_.get("beta", 1.0))
-        panels = PackedPanels(trans=bool(trans_b))
-        folded: list = [None]                   # (C tensor, β·C as N values), made once per C tensor
+        pack = mkl_weight(trans=bool(trans_b))
 
         def run(inputs):
             why = MklGemm.fits(layer, cfg, inputs)
             if why is not None:
                 _refuse(layer, why)
             a, b = inputs[0], inputs[1]
-            c = inputs[2] if len(inputs) > 2 else None
-            x = a.contiguous()
-            w_nk, packed = panels(b, x.shape[0])
-            bias = None
-            if c is not None and beta != 0:
-                entry = folded[0]
-                if entry is None or entry[0] is not c:
-                    entry = (c, (c.reshape(-1).to(x.dtype).expand(w_nk.shape[0]) * beta).contiguous())
-                    folded[0] = entry
-                bias = entry[1]
-            return [torch.ops.mkl._mkl_linear(x, packed, w_nk, bias, x.shape[0])]
+            c = inputs[2] if len(inputs) > 2 and beta != 0 else None
+            n = b.shape[0] if trans_b else b.shape[1]
+            return [mkl_linear(a.contiguous(), b, pack, lambda t: (t.reshape(-1).to(a.dtype).expand(n) * beta)
+                               .contiguous(), c)]
         return run

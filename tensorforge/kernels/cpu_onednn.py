@@ -56,14 +56,25 @@ def onednn_reason(device) -> str | None:
     return None
 
 
-class _PackedWeight:
-    """The weight as oneDNN's linear wants it — (N, K), reordered — once per weight tensor seen (a context's
-    weights do not change); `trans`: the stored weight is already (N, K), else (K, N). Each cache is one tuple,
-    replaced whole under the lock once its value exists: readers never see a half-made entry."""
+def onednn_reorder(w_nk: torch.Tensor, rows: int) -> torch.Tensor:
+    """W (N, K) in oneDNN's blocked linear layout (a hint of `rows` rows; any M runs on it)."""
+    packed = torch.ops.mkldnn._reorder_linear_weight(w_nk, max(1, rows))
+    if not isinstance(packed, torch.Tensor) or packed.numel() != w_nk.numel():
+        raise RuntimeError(f"oneDNN weight reorder of a {tuple(w_nk.shape)} weight returned "
+                           f"{type(packed).__name__} {getattr(packed, 'shape', '')}")
+    return packed
 
-    def __init__(self, trans: bool):
-        self.trans = trans
-        self._weight: tuple | None = None      # (source tensor, packed tensor, N)
+
+class PackedWeight:
+    """A linear tactic's weight, (N, K) and packed by `reorder(w_nk, rows)`, made once per weight tensor seen (a
+    context's weights do not change) — and again per row count when `per_rows` (MKL packs for exactly M rows);
+    `trans`: the stored weight is already (N, K), else (K, N); `keep_plain`: the (N, K) copy is kept beside the
+    packed one (MKL's packed call takes both). Each cache is one tuple, replaced whole under the lock once its
+    value exists: readers never see a half-made entry."""
+
+    def __init__(self, trans: bool, reorder=onednn_reorder, per_rows: bool = False, keep_plain: bool = False):
+        self.trans, self.reorder, self.per_rows, self.keep_plain = trans, reorder, per_rows, keep_plain
+        self._weight: tuple | None = None      # (source tensor, rows or None, packed tensor, (N, K) or None, N)
         self._bias: tuple | None = None        # (source tensor, N-vector)
         self._lock = threading.Lock()
 
@@ -78,24 +89,26 @@ class _PackedWeight:
                     self._bias = entry
         return entry[1]
 
-    def __call__(self, w: torch.Tensor, rows: int) -> tuple[torch.Tensor, int]:
-        """(packed weight, N) for `w`."""
+    def get(self, w: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+        """(packed weight, the (N, K) weight when kept, N) for `w` multiplied by `rows` rows."""
+        key = rows if self.per_rows else None
         entry = self._weight
-        if entry is None or entry[0] is not w:
+        if entry is None or entry[0] is not w or entry[1] != key:
             with self._lock:
                 entry = self._weight
-                if entry is None or entry[0] is not w:
+                if entry is None or entry[0] is not w or entry[1] != key:
                     w_nk = (w if self.trans else w.t()).contiguous()
-                    packed = torch.ops.mkldnn._reorder_linear_weight(w_nk, max(1, rows))
-                    if not isinstance(packed, torch.Tensor) or packed.numel() != w_nk.numel():
-                        raise RuntimeError(f"oneDNN weight reorder of a {tuple(w_nk.shape)} weight returned "
-                                           f"{type(packed).__name__} {getattr(packed, 'shape', '')}")
-                    entry = (w, packed, w_nk.shape[0])
+                    entry = (w, key, self.reorder(w_nk, rows), w_nk if self.keep_plain else None, w_nk.shape[0])
                     self._weight = entry
-        return entry[1], entry[2]
+        return entry[2], entry[3], entry[4]
+
+    def __call__(self, w: torch.Tensor, rows: int) -> tuple[torch.Tensor, int]:
+        """(packed weight, N) for `w`."""
+        packed, _, n = self.get(w, rows)
+        return packed, n
 
 
-def linear_(x, w, bias, post, residual, pack: _PackedWeight):
+def linear_(x, w, bias, post, residual, pack: PackedWeight):
     """oneDNN linear: post-op activation, then the residual added (fused as a binary post-op when no activation)."""
     attr, scalars, algorithm = post
     x = x.contiguous()
@@ -172,7 +185,7 @@ class OneDnnMatMulEpilogue:
         a_ = layer.attrs
         act, alpha, beta, _ = epilogue_attrs(a_)
         post = _post_op(act, alpha, beta)
-        pack = _PackedWeight(trans=bool(int(a_.get("trans_b", 0))))
+        pack = PackedWeight(trans=bool(int(a_.get("trans_b", 0))))
 
         def run(inputs):
             a, b, bias, residual = epilogue_operands(inputs)
@@ -201,7 +214,7 @@ class OneDnnGemm:
     def build(layer, cfg, device):
         a_ = layer.attrs
         trans_b, beta = int(a_.get("transB", 0)), float(a_.get("beta", 1.0))
-        pack = _PackedWeight(trans=bool(trans_b))
+        pack = PackedWeight(trans=bool(trans_b))
         none = _post_op("none", 0.0, 0.0)
 
         def run(inputs):

@@ -276,15 +276,17 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
         sa = (0, 0)
     aligned = geom is not None and conv_args[3] % cfg["BK"] == 0
     if geom is not None and not aligned and ktab is None:
-        ktab = tap_table(a8, geom, k, cfg["BK"])
+        raise ValueError("an implicit convolution whose C is not a multiple of BK needs its tap_table")
     use_tma = bool(cfg.get("TMA"))
     a_arg, b_arg = a8, b8
     if use_tma:
         if geom is not None:
             raise ValueError("the TMA main loop is the explicit GEMM's (IMPLICIT=0)")
+        if b_tma is None:
+            raise ValueError("the TMA main loop needs the weights in 16-byte rows (pad_rows16)")
         if a8.is_cuda and torch.cuda.get_device_capability(a8.device) < (9, 0):
             raise ValueError("TMA (bulk tensor copies) needs compute capability 9.0 or newer")
-        a_arg, b_arg = tma_operands(a8, b_tma if b_tma is not None else pad_rows16(b8), k, cfg)
+        a_arg, b_arg = tma_operands(a8, b_tma, k, cfg)
     out = torch.empty((m, n), dtype=dtype_from_name(at["y_dtype"]), device=a8.device)
     fp8 = is_fp8(a8)
     if not (z8 and not fp8):
