@@ -94,24 +94,59 @@ def job_key(job: tuple) -> tuple[str, bool]:
     from the kernel's source (and its callees'), specialisation, options, target, Triton's version and its
     cache-invalidating environment — one variant, whichever layer asked for it."""
     import triton.compiler.compiler as tc
-    src, target, options = _source(job)
-    backend = tc.make_backend(target)
-    opts = backend.parse_options(dict(options, **src.parse_options()))
-    text = tc.get_cache_key(src, backend, opts, env_vars=tc.get_cache_invalidating_env_vars())
+    src, backend, opts, env = _key_inputs(job)
+    text = tc.get_cache_key(src, backend, opts, env_vars=env)
     key = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return key, tc.get_cache_manager(key).get_group(f"{src.name[:150]}.json") is not None
 
 
-def compile_job(job: tuple) -> tuple[str, str, float]:
-    """Compile one discovered kernel into TRITON_CACHE_DIR (in a worker: no GPU needed, the target is explicit).
-    Returns (kernel name, its cache key, compile seconds). The same source, specialisation, options and target
-    give the entry key the launching process computes, so its first launch loads the file instead of compiling."""
+def _key_inputs(job: tuple):
+    import triton.compiler.compiler as tc
+    src, target, options = _source(job)
+    backend = tc.make_backend(target)
+    opts = backend.parse_options(dict(options, **src.parse_options()))
+    return src, backend, opts, tc.get_cache_invalidating_env_vars()
+
+
+def key_parts(job: tuple) -> dict[str, str]:
+    """What a job's cache key is made of, part by part (Triton's own version key aside): the kernel source with its
+    specialisation, the backend (target and ptxas version), the options, the cache-invalidating environment. Two
+    processes whose keys differ compare these to say why."""
+    src, backend, opts, env = _key_inputs(job)
+    return {"source": src.hash(), "backend": backend.hash(), "options": opts.hash(), "environment": str(sorted(env.items()))}
+
+
+# The worker's own settings; every other TRITON_* variable travels with each job.
+_WORKER_OWN = ("TRITON_CACHE_DIR", "TRITON_INTERPRET")
+
+
+def triton_environment() -> dict[str, str]:
+    """The parent's TRITON_* variables now. They reach the cache key (through the backend's ptxas version or the
+    cache-invalidating knobs) and may change after the workers started: torch's inductor sets TRITON_PTXAS_PATH to
+    its own ptxas the first time it compiles, midway through a build (seen on the H200: from then on every worker
+    key differed from the parent's and each kernel compiled again in-process). So each job carries them."""
+    return {k: v for k, v in os.environ.items() if k.startswith("TRITON_") and k not in _WORKER_OWN}
+
+
+def _adopt_environment(env: dict[str, str]) -> None:
+    for k in [k for k in os.environ if k.startswith("TRITON_") and k not in _WORKER_OWN and k not in env]:
+        del os.environ[k]
+    os.environ.update(env)
+
+
+def compile_job(job: tuple, env: dict[str, str] | None = None) -> tuple[str, str, float, dict[str, str]]:
+    """Compile one discovered kernel into TRITON_CACHE_DIR (in a worker: no GPU needed, the target is explicit),
+    under the parent's TRITON_* environment `env` when given. Returns (kernel name, its cache key, compile seconds,
+    its key parts). The same source, specialisation, options, target and environment give the entry key the
+    launching process computes, so its first launch loads the file instead of compiling."""
     import time
     import triton
+    if env is not None:
+        _adopt_environment(env)
     t0 = time.perf_counter()
     src, target, options = _source(job)
     triton.compile(src, target=target, options=options)
-    return job[1], job_key(job)[0], time.perf_counter() - t0
+    return job[1], job_key(job)[0], time.perf_counter() - t0, key_parts(job)
 
 
 def _init_worker(folder: str) -> None:
@@ -136,6 +171,7 @@ class CompilePool:
         self._pool = None
         self._futures: dict[str, object] = {}        # key → Future (None: it was in the cache already)
         self._names: dict[str, str] = {}              # key → kernel name
+        self._jobs: dict[str, tuple] = {}             # key → the job (to say why a worker's key differs)
         self._ok: dict[str, bool] = {}                # key → usable, once its compile finished
         self.jobs = 0                                 # compiled by the workers
         self.cached = 0                               # distinct variants found already compiled
@@ -179,8 +215,9 @@ class CompilePool:
                 continue
             keys.append(key)
             self.cached += cached
-            self._futures[key] = None if cached else self._executor().submit(compile_job, job)
+            self._futures[key] = None if cached else self._executor().submit(compile_job, job, triton_environment())
             self._names[key] = job[1]
+            self._jobs[key] = job
         return keys
 
     def wait(self, keys: list[str]) -> int:
@@ -194,10 +231,11 @@ class CompilePool:
             if key not in self._ok:
                 name = self._names.get(key, "?")
                 try:
-                    _, got, secs = fut.result()
+                    _, got, secs, parts = fut.result()
                     self._ok[key] = got == key
                     if got != key:
-                        self.failed[name] = f"the worker's cache key {got[:12]}… is not the parent's {key[:12]}…"
+                        self.failed[name] = (f"the worker's cache key {got[:12]}… is not the parent's {key[:12]}…"
+                                             f"{self._why_keys_differ(key, parts)}")
                         self.failures += 1
                     self.compile_s += secs
                     self.jobs += 1
@@ -207,6 +245,14 @@ class CompilePool:
                     self.failures += 1
             ok += self._ok[key]
         return ok
+
+    def _why_keys_differ(self, key: str, worker_parts: dict[str, str]) -> str:
+        try:
+            mine = key_parts(self._jobs[key])
+        except Exception as e:  # noqa: BLE001 - only the explanation is lost
+            return f" ({_reason(e)})"
+        differ = [part for part in mine if mine[part] != worker_parts.get(part)]
+        return f" (they differ in: {', '.join(differ) or 'Triton version'})"
 
     def compile_all(self, jobs: list[tuple], new: bool = True) -> int:
         """Compile `jobs` (each variant once) in the workers, waiting for all; returns how many distinct variants

@@ -97,6 +97,20 @@ if mode == "control":                   # a fresh process without workers: the l
     out["control_entries"], out["control_inline"] = state.compiled, state.inline
     print("REPORT" + json.dumps(out))
     sys.exit(0)
+if mode == "late_env":                  # the parent's Triton environment changes after the workers started
+    with cc.for_build("cuda:late:sm_90", root, workers=2) as state:
+        pool = state.pool
+        queue_ahead(LAYERS, Walk(), pool, lambda layer: (lambda inputs: found(layer)))
+        pool.wait(list(pool._futures))  # the workers are up and have compiled under the first environment
+        os.environ["TRITON_DISABLE_LINE_INFO"] = "1"    # cache-invalidating, as torch's TRITON_PTXAS_PATH is
+        for layer in LAYERS:
+            _, jobs = discover_jobs(layer, found(layer), [X.clone()], torch.device("cpu"))
+            pool.compile_all(jobs)
+        out["late_failed"] = dict(pool.failed)
+        out["late_parent"] = launches_after(state)
+    out["late_inline"] = state.inline
+    print("REPORT" + json.dumps(out))
+    sys.exit(0)
 with cc.for_build("cuda:test:sm_90", root, workers=2) as state:
     pool = state.pool
     queued = queue_ahead(LAYERS, Walk(), pool, lambda layer: (lambda inputs: found(layer)))
@@ -125,7 +139,7 @@ def _run(tmp_path, drop_target: bool, mode: str = "workers") -> dict:
 def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("aot")
     return {**_run(root, drop_target=True), **_run(root, drop_target=False, mode="warm"),
-            **_run(root, drop_target=False, mode="control")}
+            **_run(root, drop_target=False, mode="control"), **_run(root, drop_target=False, mode="late_env")}
 
 
 def test_each_distinct_variant_is_compiled_once(report):
@@ -148,3 +162,10 @@ def test_jobs_carry_the_target_when_triton_leaves_it_out(report):
 
 def test_a_warm_build_starts_no_workers(report):
     assert report["warm_cached"] == 4 and report["warm_started"] is False
+
+
+def test_workers_follow_the_parents_triton_environment_when_it_changes_midway(report):
+    """torch's inductor sets TRITON_PTXAS_PATH the first time it compiles, after the pool's workers started: their
+    keys must follow the parent's, or every later kernel compiles again in the parent (the H200's INT8 builds)."""
+    assert report["late_failed"] == {}
+    assert report["late_parent"] == {"hit": 4, "miss": 0} and report["late_inline"] == 0
