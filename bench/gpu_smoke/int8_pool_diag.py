@@ -18,12 +18,21 @@ import tensorforge as tfg
 from tensorforge.util.log import set_severity, Severity, get_logger
 
 
+class _Tee(io.StringIO):
+    """Keeps the log and echoes the pool's lines as they come (a run cut by its timeout still shows them)."""
+    def write(self, text):
+        if "in-process" in text or "pool" in text or "rror" in text:
+            sys.stdout.write(text[:600] + "\n")
+            sys.stdout.flush()
+        return super().write(text)
+
+
 def main():
     m = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3), nn.ReLU(), nn.MaxPool2d(3, 2, 1), nn.Conv2d(64, 64, 1), nn.ReLU(),
                       nn.Conv2d(64, 64, 3, 1, 1), nn.ReLU(), nn.Conv2d(64, 256, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
                       nn.Flatten(), nn.Linear(256, 10)).eval()
     x = torch.randn(32, 3, 224, 224)
-    buf = io.StringIO()
+    buf = _Tee()
     get_logger().stream = buf
     set_severity(Severity.VERBOSE)
     t0 = time.perf_counter()
