@@ -21,20 +21,33 @@ import numpy as np
 import torch
 
 
-def models():
+def models(folder: str | None = None):
+    """{name: ONNX bytes}, breast-cancer features. With `folder`: read them from there when a previous call wrote
+    them (a machine without scikit-learn/skl2onnx, like the GPU host, gets them carried from one that has them),
+    else train, convert and write them there."""
+    names = ("random forest, 100 trees", "gradient boosting, 500 trees")
+    files = {n: os.path.join(folder, n.split(",")[0].replace(" ", "_") + ".onnx") for n in names} if folder else {}
+    if folder and all(os.path.exists(f) for f in files.values()) and os.path.exists(os.path.join(folder, "x.npy")):
+        return ({n: open(f, "rb").read() for n, f in files.items()}, np.load(os.path.join(folder, "x.npy")))
     from sklearn.datasets import load_breast_cancer
     from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
     from skl2onnx import to_onnx
     x, y = load_breast_cancer(return_X_y=True)
     x = x.astype(np.float32)
     out = {}
-    for name, est in (("random forest, 100 trees", RandomForestClassifier(n_estimators=100, random_state=0)),
-                      ("gradient boosting, 500 trees", GradientBoostingClassifier(n_estimators=500, random_state=0))):
+    for name, est in ((names[0], RandomForestClassifier(n_estimators=100, random_state=0)),
+                      (names[1], GradientBoostingClassifier(n_estimators=500, random_state=0))):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             est.fit(x, y)
             onx = to_onnx(est, x[:1], options={"zipmap": False}, target_opset={"": 17, "ai.onnx.ml": 3})
         out[name] = onx.SerializeToString()
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        for n, f in files.items():
+            with open(f, "wb") as fh:
+                fh.write(out[n])
+        np.save(os.path.join(folder, "x.npy"), x)
     return out, x
 
 

@@ -9,6 +9,9 @@ the host per call). Budget < 90 s (model training ~10 s, onnxruntime ~10 s, the 
 
     PYTHONPATH=. python3 bench/gpu_smoke/trees.py          (H200; exit 1 on any FAIL)
     PYTHONPATH=. python3 bench/gpu_smoke/trees.py --cpu    (the same logic at batch 2,000 on the CPU)
+
+The GPU host has no scikit-learn/skl2onnx: run it once here with TREES_MODELS=bench/.work/trees (trains, converts
+and writes the two models and the features there), then on the device with the same variable and that folder carried.
 """
 
 import os
@@ -73,7 +76,7 @@ def line(ok, model, case, ms, ort_ms, detail):
 
 def main() -> int:
     t_start = time.perf_counter()
-    models, data = trees.models()
+    models, data = trees.models(os.environ.get("TREES_MODELS"))
     x = np.resize(data, (BATCH, data.shape[1])).astype(np.float32)
     xt = torch.from_numpy(x).to(DEV)
     for long_name, onx in models.items():

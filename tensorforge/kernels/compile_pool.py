@@ -109,11 +109,15 @@ def _key_inputs(job: tuple):
 
 
 def key_parts(job: tuple) -> dict[str, str]:
-    """What a job's cache key is made of, part by part (Triton's own version key aside): the kernel source with its
-    specialisation, the backend (target and ptxas version), the options, the cache-invalidating environment. Two
-    processes whose keys differ compare these to say why."""
+    """What a job's cache key is made of, part by part (Triton's own version key aside): the kernel function (its
+    source, callees and constexpr globals), the specialisation (attributes, signature, constants), the backend
+    (target and ptxas version), the options, the cache-invalidating environment. Two processes whose keys differ
+    compare these to say why."""
     src, backend, opts, env = _key_inputs(job)
-    return {"source": src.hash(), "backend": backend.hash(), "options": opts.hash(), "environment": str(sorted(env.items()))}
+    constants = "-".join(getattr(v, "cache_key", None) or str(v) for _, v in sorted(src.constants.items()))
+    return {"function": src.fn.cache_key, "attributes": str(src.attrs), "signature": str(sorted(src.signature.items())),
+            "constants": constants, "backend": backend.hash(), "options": opts.hash(),
+            "environment": str(sorted(env.items()))}
 
 
 # The worker's own settings; every other TRITON_* variable travels with each job.
@@ -252,7 +256,11 @@ class CompilePool:
         except Exception as e:  # noqa: BLE001 - only the explanation is lost
             return f" ({_reason(e)})"
         differ = [part for part in mine if mine[part] != worker_parts.get(part)]
-        return f" (they differ in: {', '.join(differ) or 'Triton version'})"
+        if not differ:
+            return " (they differ in: Triton version)"
+        first = differ[0]
+        return (f" (they differ in: {', '.join(differ)}; {first}: parent {mine[first][:300]!r}, "
+                f"worker {str(worker_parts.get(first))[:300]!r})")
 
     def compile_all(self, jobs: list[tuple], new: bool = True) -> int:
         """Compile `jobs` (each variant once) in the workers, waiting for all; returns how many distinct variants
