@@ -115,9 +115,26 @@ def key_parts(job: tuple) -> dict[str, str]:
     compare these to say why."""
     src, backend, opts, env = _key_inputs(job)
     constants = "-".join(getattr(v, "cache_key", None) or str(v) for _, v in sorted(src.constants.items()))
-    return {"function": src.fn.cache_key, "attributes": str(src.attrs), "signature": str(sorted(src.signature.items())),
+    return {"function": _function_detail(src.fn), "attributes": str(src.attrs), "signature": str(sorted(src.signature.items())),
             "constants": constants, "backend": backend.hash(), "options": opts.hash(),
             "environment": str(sorted(env.items()))}
+
+
+def _function_detail(fn, depth: int = 2) -> str:
+    """A JIT function's cache key with what it is made of, readable: its file and first line, its source's digest,
+    the globals Triton recorded, and (to `depth`) the keys of the JIT functions it calls."""
+    import ast
+    key = fn.cache_key
+    where = f"{getattr(getattr(fn, 'fn', None), '__code__', None) and fn.fn.__code__.co_filename}:{fn.starting_line_number}"
+    used = {name: repr(value)[:40] for (name, _), (value, _) in getattr(fn, "used_global_vals", {}).items()}
+    callees = {}
+    if depth > 0:
+        for node in ast.walk(fn.parse()):
+            value = fn.__globals__.get(node.id) if isinstance(node, ast.Name) else None
+            if value is not None and value is not fn and hasattr(value, "cache_key") and node.id not in callees:
+                callees[node.id] = _function_detail(value, depth - 1)
+    digest = hashlib.sha256(fn.src.encode("utf-8")).hexdigest()[:10]
+    return f"{key[:16]} at {where} src {digest} globals {used} calls {callees}"
 
 
 # The worker's own settings; every other TRITON_* variable travels with each job.
@@ -259,8 +276,8 @@ class CompilePool:
         if not differ:
             return " (they differ in: Triton version)"
         first = differ[0]
-        return (f" (they differ in: {', '.join(differ)}; {first}: parent {mine[first][:300]!r}, "
-                f"worker {str(worker_parts.get(first))[:300]!r})")
+        return (f" (they differ in: {', '.join(differ)}; {first}: parent {mine[first][:1200]!r}, "
+                f"worker {str(worker_parts.get(first))[:1200]!r})")
 
     def compile_all(self, jobs: list[tuple], new: bool = True) -> int:
         """Compile `jobs` (each variant once) in the workers, waiting for all; returns how many distinct variants
