@@ -164,10 +164,9 @@ def compile_job(job: tuple, env: dict[str, str] | None = None) -> tuple[str, str
     if env is not None:
         _adopt_environment(env)
     t0 = time.perf_counter()
-    key = job_key(job)[0]      # before compiling: on the H200 (Triton 3.6) a key taken after a compile in the worker
-    src, target, options = _source(job)  # lost a callee's constexpr global (_MAGIC) and stopped matching the parent's
+    src, target, options = _source(job)
     triton.compile(src, target=target, options=options)
-    return job[1], key, time.perf_counter() - t0, key_parts(job)
+    return job[1], job_key(job)[0], time.perf_counter() - t0, key_parts(job)
 
 
 def _init_worker(folder: str) -> None:

@@ -45,7 +45,15 @@ CONFIGS = [     # int8/fp8 MMA wants K steps of 64–128 bytes
 # writes it, x·0.5·(1 + erf(x·√½)) with libdevice's erff (the builder's exact check on int8 outputs is the judge)
 EXACT_ACTIVATIONS = ("none", "Relu", "Clip", "LeakyRelu", "Gelu")
 _OUT_KIND = {"int8": 1, "uint8": 1, "float8_e4m3fn": 2}
-_MAGIC = tl.constexpr(12582912.0)   # 1.5·2²³: (v + M) − M rounds |v| < 2²² to the nearest integer, ties to even
+
+
+@triton.jit
+def _rint(v):
+    """v (float32, |v| < 2²²) rounded to the nearest integer, ties to even: (v + 1.5·2²³) − 1.5·2²³. The constant is
+    written here rather than as a module-level tl.constexpr: Triton 3.6 left such a global out of the kernel's cache
+    key in a fresh process but not in one that had launched kernels, so the build's compile workers and the parent
+    disagreed on every key of a kernel that used it (each INT8 GEMM variant compiled twice)."""
+    return (v + 12582912.0) - 12582912.0
 
 
 @triton.jit
@@ -55,7 +63,7 @@ def _round_e4m3(v):
     than a conversion, so it is the same on the GPU and in the interpreter.)"""
     e = ((v.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
     step = ((tl.maximum(e, -6) - 3 + 127) << 23).to(tl.float32, bitcast=True)
-    return ((v / step + _MAGIC) - _MAGIC) * step
+    return _rint(v / step) * step
 
 
 @triton.jit
@@ -66,7 +74,7 @@ def _to_grid(v, zp, lo, hi, KIND: tl.constexpr):
     if KIND == 2:
         return _round_e4m3(tl.minimum(tl.maximum(v, -448.0), 448.0))
     v = tl.minimum(tl.maximum(v, lo - zp), hi - zp)
-    return ((v + _MAGIC) - _MAGIC) + zp
+    return _rint(v) + zp
 
 
 @triton.jit
