@@ -50,7 +50,8 @@ def _zoo_table(rows: list[dict]) -> list[str]:
     lines = ["## Model zoo (median ms)", "",
              "Ratios: tensorforge ÷ the strongest peer measured in the same run for that row (named), and ÷ "
              "torch.compile + CUDA graph (continuity with earlier runs). 'not run': the peer was not selected for "
-             "that row (max-autotune runs on a named subset: `--max-autotune`). Accuracy at every batch; the clause "
+             "that row (max-autotune runs on a named subset: `--max-autotune`; on the H200 its rows, with every other "
+             "peer re-measured beside it, are in `nvidia-h200-max-autotune.md`). Accuracy at every batch; the clause "
              "of the fp16 rule that passed is in brackets. tf-backend (when run) is ours too: the PyTorch model through "
              "torch.compile(backend=\"tensorforge\"), never counted as a peer.", "",
              "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]

@@ -254,6 +254,9 @@ def render(root: Path = ROOT) -> str:
         lines += _gelu_lines(fp16, "nvidia-h200.json") + _zoo_lines(fp16, "nvidia-h200.json", "fp16")
     if fp32:
         lines += _zoo_lines(fp32, "nvidia-h200-fp32.json", "fp32")
+    autotune = _load(results / "nvidia-h200-max-autotune.json")
+    if autotune:
+        lines += _zoo_lines(autotune, "nvidia-h200-max-autotune.json", "fp16 with the max-autotune peer (named subset)")
     if fp16:
         lines += _precision_lines(fp16, "nvidia-h200.json") + _build_lines(fp16, "nvidia-h200.json")
     lines += _backend_lines(_load(root / "tests" / "onnx_backend" / "results.json"))
