@@ -50,9 +50,10 @@ _OUT_KIND = {"int8": 1, "uint8": 1, "float8_e4m3fn": 2}
 @triton.jit
 def _rint(v):
     """v (float32, |v| < 2²²) rounded to the nearest integer, ties to even: (v + 1.5·2²³) − 1.5·2²³. The constant is
-    written here rather than as a module-level tl.constexpr: Triton 3.6 left such a global out of the kernel's cache
-    key in a fresh process but not in one that had launched kernels, so the build's compile workers and the parent
-    disagreed on every key of a kernel that used it (each INT8 GEMM variant compiled twice)."""
+    written here rather than as a module-level tl.constexpr: Triton 3.6 merges a callee's recorded globals into the
+    caller's key before it hashes the callee, so a kernel's cache key depended on which kernels the process had
+    hashed before (reproduced with Triton 3.6 on the CPU: _qgemm_kernel's key with and without having hashed
+    _qdq_kernel first). The build's compile workers and the parent then disagreed on every INT8 GEMM key."""
     return (v + 12582912.0) - 12582912.0
 
 

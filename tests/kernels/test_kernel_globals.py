@@ -1,8 +1,10 @@
 """No Triton kernel of the package reads a module-level tl.constexpr global.
 
-Why: on the H200 (Triton 3.6) such a global was part of a kernel's cache key in a process that had launched kernels
-but not in a fresh compile worker, so the build's worker pool and the parent never agreed on the key of the INT8
-GEMM (every variant compiled a second time in-process). Oracle: Triton's own DependenciesFinder record of the globals
+Why: Triton 3.6 merges a callee's recorded globals into the caller's cache key before it hashes the callee, so the
+key of a kernel whose callees read such a global depended on what the process had hashed before: a fresh compile
+worker and the build's parent disagreed on every INT8 GEMM key on the H200 (each variant compiled twice). Reproduced
+with Triton 3.6 on the CPU; the rule makes keys independent of that order, whatever the Triton version.
+Oracle: Triton's own DependenciesFinder record of the globals
 each kernel uses (`used_global_vals`, filled when its cache key is computed), in a subprocess without
 TRITON_INTERPRET (the interpreter has no cache keys); a planted kernel shows the check fires.
 """
