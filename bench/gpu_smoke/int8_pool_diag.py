@@ -8,7 +8,7 @@ Seen at e8420c5: from the fourth quantized layer on, every job (the unchanged _q
 INT8 b32 build of the bench: 129 in-process compiles, 122 s of its 173 s). Prints those log lines and the tactics.
 At 05ae267 the mismatch named its part: _qgemm_kernel's function key, with the module-level constexpr _MAGIC in the
 parent's and not in the worker's (Triton 3.6 merges callees' globals before hashing them: order-dependent keys).
-Fixed at 6eac181 (no constexpr globals in kernels; tests/kernels/test_kernel_globals.py); not yet re-run here.
+Fixed at 59eea9d (no constexpr globals in kernels; tests/kernels/test_kernel_globals.py); not yet re-run here.
 """
 import io
 import sys
