@@ -93,11 +93,8 @@ def job_key(job: tuple) -> tuple[str, bool]:
     """(Triton's cache hash of the job, whether TRITON_CACHE_DIR already holds it): the key triton.compile derives
     from the kernel's source (and its callees'), specialisation, options, target, Triton's version and its
     cache-invalidating environment — one variant, whichever layer asked for it."""
-    import triton.compiler.compiler as tc
-    src, backend, opts, env = _key_inputs(job)
-    text = tc.get_cache_key(src, backend, opts, env_vars=env)
-    key = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return key, tc.get_cache_manager(key).get_group(f"{src.name[:150]}.json") is not None
+    key = _key(_key_inputs(job))
+    return key, _in_cache(key, job[1])
 
 
 def _key_inputs(job: tuple):
@@ -108,12 +105,24 @@ def _key_inputs(job: tuple):
     return src, backend, opts, tc.get_cache_invalidating_env_vars()
 
 
-def key_parts(job: tuple) -> dict[str, str]:
+def _key(inputs) -> str:
+    import triton.compiler.compiler as tc
+    src, backend, opts, env = inputs
+    return hashlib.sha256(tc.get_cache_key(src, backend, opts, env_vars=env).encode("utf-8")).hexdigest()
+
+
+def _in_cache(key: str, kernel_name: str) -> bool:
+    """Whether TRITON_CACHE_DIR holds the entry Triton looks up under `key` for that kernel."""
+    import triton.compiler.compiler as tc
+    return tc.get_cache_manager(key).get_group(f"{kernel_name[:150]}.json") is not None
+
+
+def key_parts(job: tuple, inputs=None) -> dict[str, str]:
     """What a job's cache key is made of, part by part (Triton's own version key aside): the kernel function (its
     source, callees and constexpr globals), the specialisation (attributes, signature, constants), the backend
     (target and ptxas version), the options, the cache-invalidating environment. Two processes whose keys differ
     compare these to say why."""
-    src, backend, opts, env = _key_inputs(job)
+    src, backend, opts, env = inputs or _key_inputs(job)
     constants = "-".join(getattr(v, "cache_key", None) or str(v) for _, v in sorted(src.constants.items()))
     return {"function": _function_detail(src.fn), "attributes": str(src.attrs), "signature": str(sorted(src.signature.items())),
             "constants": constants, "backend": backend.hash(), "options": opts.hash(),
@@ -125,7 +134,8 @@ def _function_detail(fn, depth: int = 2) -> str:
     the globals Triton recorded, and (to `depth`) the keys of the JIT functions it calls."""
     import ast
     key = fn.cache_key
-    where = f"{getattr(getattr(fn, 'fn', None), '__code__', None) and fn.fn.__code__.co_filename}:{fn.starting_line_number}"
+    code = getattr(getattr(fn, "fn", None), "__code__", None)
+    where = f"{code.co_filename if code else '?'}:{fn.starting_line_number}"
     used = {name: repr(value)[:40] for (name, _), (value, _) in getattr(fn, "used_global_vals", {}).items()}
     callees = {}
     if depth > 0:
@@ -154,11 +164,13 @@ def _adopt_environment(env: dict[str, str]) -> None:
     os.environ.update(env)
 
 
-def compile_job(job: tuple, env: dict[str, str] | None = None) -> tuple[str, str, float, dict[str, str]]:
+def compile_job(job: tuple, env: dict[str, str] | None = None,
+                parent_key: str | None = None) -> tuple[str, str, float, dict[str, str] | None]:
     """Compile one discovered kernel into TRITON_CACHE_DIR (in a worker: no GPU needed, the target is explicit),
     under the parent's TRITON_* environment `env` when given. Returns (kernel name, its cache key, compile seconds,
-    its key parts). The same source, specialisation, options, target and environment give the entry key the
-    launching process computes, so its first launch loads the file instead of compiling."""
+    its key parts when the key is not `parent_key`, else None). The same source, specialisation, options, target and
+    environment give the entry key the launching process computes, so its first launch loads the file instead of
+    compiling."""
     import time
     import triton
     if env is not None:
@@ -166,7 +178,10 @@ def compile_job(job: tuple, env: dict[str, str] | None = None) -> tuple[str, str
     t0 = time.perf_counter()
     src, target, options = _source(job)
     triton.compile(src, target=target, options=options)
-    return job[1], job_key(job)[0], time.perf_counter() - t0, key_parts(job)
+    secs = time.perf_counter() - t0
+    inputs = _key_inputs(job)
+    key = _key(inputs)
+    return job[1], key, secs, (key_parts(job, inputs) if parent_key is not None and key != parent_key else None)
 
 
 def _init_worker(folder: str) -> None:
@@ -235,7 +250,7 @@ class CompilePool:
                 continue
             keys.append(key)
             self.cached += cached
-            self._futures[key] = None if cached else self._executor().submit(compile_job, job, triton_environment())
+            self._futures[key] = None if cached else self._executor().submit(compile_job, job, triton_environment(), key)
             self._names[key] = job[1]
             self._jobs[key] = job
         return keys
@@ -269,13 +284,14 @@ class CompilePool:
     def _entry_present(self, key: str) -> bool:
         """Whether the cache folder holds the entry the parent's launch will look up under its own key (what counts,
         whatever key the worker reported)."""
-        import triton.compiler.compiler as tc
         try:
-            return tc.get_cache_manager(key).get_group(f"{self._names[key][:150]}.json") is not None
+            return _in_cache(key, self._names[key])
         except Exception:  # noqa: BLE001 - not present as far as this process can tell
             return False
 
-    def _why_keys_differ(self, key: str, worker_parts: dict[str, str]) -> str:
+    def _why_keys_differ(self, key: str, worker_parts: dict[str, str] | None) -> str:
+        if worker_parts is None:
+            return ""
         try:
             mine = key_parts(self._jobs[key])
         except Exception as e:  # noqa: BLE001 - only the explanation is lost

@@ -18,17 +18,13 @@ are rejected by fits() at build (with the reason) and raise at run time.
 
 import torch
 
-from .cpu_onednn import PackedWeight, gemm_c_reason, gemm_form_reason
+from .cpu_onednn import PackedWeight, bias_length_reason, cpu_op_reason, gemm_c_reason, gemm_form_reason, refuse
 from .registry import tactic
 from .torch_fused import epilogue_, epilogue_attrs, epilogue_operands
 
 
 def mkl_reason(device) -> str | None:
-    if device.type != "cpu":
-        return "MKL's packed sgemm is a CPU tactic"
-    if not torch.backends.mkl.is_available() or not hasattr(torch.ops.mkl, "_mkl_linear"):
-        return "this torch build has no MKL packed linear"
-    return None
+    return cpu_op_reason(device, "MKL packed linear", torch.backends.mkl.is_available(), torch.ops.mkl, "_mkl_linear")
 
 
 def operand_reason(a, b) -> str | None:
@@ -39,11 +35,6 @@ def operand_reason(a, b) -> str | None:
     if a.dtype != torch.float32 or b.dtype != torch.float32:
         return f"operands {a.dtype} · {b.dtype}: MKL's packed sgemm takes float32"
     return None
-
-
-def _refuse(layer, why: str):
-    raise ValueError(f"tactic mkl_packed got inputs it does not take for layer {layer.name!r}: {why} "
-                     "(fits() rejects such layers at build; rebuild the engine)")
 
 
 def mkl_weight(trans: bool) -> PackedWeight:
@@ -75,13 +66,8 @@ class MklMatMulEpilogue:
     @staticmethod
     def fits(layer, cfg, inputs):
         a, b = inputs[0], inputs[1] if len(inputs) > 1 else None
-        why = operand_reason(a, b)
         bias = inputs[2] if len(inputs) > 2 else None
-        if why is None and b is not None and bias is not None:
-            n = b.shape[0] if int(layer.attrs.get("trans_b", 0)) else b.shape[1]
-            if bias.numel() not in (1, n):
-                why = f"a bias of {bias.numel()} values: the packed GEMM adds one value per output column ({n})"
-        return why
+        return operand_reason(a, b) or bias_length_reason(b, bool(int(layer.attrs.get("trans_b", 0))), bias, "a bias")
 
     @staticmethod
     def build(layer, cfg, device):
@@ -94,7 +80,7 @@ class MklMatMulEpilogue:
             a, b, bias, residual = epilogue_operands(inputs)
             why = operand_reason(a, b)
             if why is not None:
-                _refuse(layer, why)
+                refuse(layer, "mkl_packed", why)
             n = b.shape[0] if trans_b else b.shape[1]
             y = mkl_linear(a.reshape(-1, a.shape[-1]).contiguous(), b, pack,
                            lambda t: t.reshape(-1).to(a.dtype).expand(n).contiguous(), bias)
@@ -128,7 +114,7 @@ class MklGemm:
         def run(inputs):
             why = MklGemm.fits(layer, cfg, inputs)
             if why is not None:
-                _refuse(layer, why)
+                refuse(layer, "mkl_packed", why)
             a, b = inputs[0], inputs[1]
             c = inputs[2] if len(inputs) > 2 and beta != 0 else None
             n = b.shape[0] if trans_b else b.shape[1]

@@ -48,12 +48,18 @@ def _post_op(act: str, alpha: float, beta: float) -> tuple[str, list, str] | Non
     return None
 
 
-def onednn_reason(device) -> str | None:
+def cpu_op_reason(device, what: str, available: bool, namespace, op: str) -> str | None:
+    """Why a CPU library tactic (`what`) cannot run here: not a CPU device, or this torch lacks the library or op."""
     if device.type != "cpu":
-        return "oneDNN's packed linear is a CPU tactic"
-    if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
-        return "this torch build has no oneDNN linear"
+        return f"{what} is a CPU tactic"
+    if not available or not hasattr(namespace, op):
+        return f"this torch build has no {what}"
     return None
+
+
+def onednn_reason(device) -> str | None:
+    return cpu_op_reason(device, "oneDNN linear", torch.backends.mkldnn.is_available(), torch.ops.mkldnn,
+                         "_linear_pointwise")
 
 
 def onednn_reorder(w_nk: torch.Tensor, rows: int) -> torch.Tensor:
@@ -144,18 +150,24 @@ def gemm_form_reason(layer) -> str | None:
     return None
 
 
-def gemm_c_reason(layer, b, c) -> str | None:
-    """Why Gemm's C is not a bias of the linear tactics (one value, or one per output column), else None."""
+def bias_length_reason(b, trans: bool, c, what: str = "C") -> str | None:
+    """Why `c` is not a bias of the linear tactics (one value, or one per output column of x · op(b)), else None."""
     if b is None or c is None:
         return None
-    n = b.shape[0] if layer.attrs.get("transB", 0) else b.shape[1]
+    n = b.shape[0] if trans else b.shape[1]
     if c.numel() not in (1, n):
-        return f"C of {c.numel()} values: the linear tactics add one value per output column ({n})"
+        return f"{what} of {c.numel()} values: the linear tactics add one value per output column ({n})"
     return None
 
 
-def _refuse(layer, why: str):
-    raise ValueError(f"tactic onednn_linear got inputs it does not take for layer {layer.name!r}: {why} "
+def gemm_c_reason(layer, b, c) -> str | None:
+    """Why Gemm's C is not a bias of the linear tactics (one value, or one per output column), else None."""
+    return bias_length_reason(b, bool(layer.attrs.get("transB", 0)), c)
+
+
+def refuse(layer, tactic_name: str, why: str):
+    """The run-time error of a linear tactic handed operands its fits() would have rejected at build."""
+    raise ValueError(f"tactic {tactic_name} got inputs it does not take for layer {layer.name!r}: {why} "
                      "(fits() rejects such layers at build; rebuild the engine)")
 
 
@@ -191,7 +203,7 @@ class OneDnnMatMulEpilogue:
             a, b, bias, residual = epilogue_operands(inputs)
             why = operand_reason(a, b)
             if why is not None:
-                _refuse(layer, why)
+                refuse(layer, "onednn_linear", why)
             return [linear_(a, b, bias, post, residual, pack)]
         return run
 
@@ -220,7 +232,7 @@ class OneDnnGemm:
         def run(inputs):
             why = OneDnnGemm.fits(layer, cfg, inputs)
             if why is not None:
-                _refuse(layer, why)
+                refuse(layer, "onednn_linear", why)
             a, b = inputs[0], inputs[1]
             c = inputs[2] if len(inputs) > 2 else None
             n = b.shape[0] if trans_b else b.shape[1]
