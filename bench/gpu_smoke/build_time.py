@@ -8,6 +8,8 @@ candidates, the distinct kernel variants, how many the workers compiled, and the
 workers=8 builds faster (PASS build_time_parallel), and its engine is no slower (PASS build_time_latency, 10 %).
 
     PYTHONPATH=. python3 bench/gpu_smoke/build_time.py
+    BUILD_TIME_MODELS=convnext_tiny,vit_b_16 BUILD_TIME_WORKERS=14 python3 bench/gpu_smoke/build_time.py
+        (vision zoo models at batch 1; one worker count: the cold builds alone on the machine, no checks)
 """
 
 import json
@@ -38,10 +40,10 @@ print("RESULT" + json.dumps({"build_s": build_s, "tactics": info, "median_ms": m
 '''
 
 
-def export_model(path: str) -> None:
+def export_model(path: str, name: str = "mobilenet_v3_large") -> None:
     sys.path.insert(0, os.getcwd())
     from bench import zoo
-    data, _ = zoo.export("mobilenet_v3_large", zoo.make("mobilenet_v3_large"))
+    data, _ = zoo.export(name, zoo.make(name))
     with open(path, "wb") as f:
         f.write(data)
 
@@ -51,7 +53,7 @@ def cold_build(onnx_path: str, workers: int, root: str) -> dict:
                TRITON_CACHE_DIR=os.path.join(root, f"triton{workers}"), PYTHONPATH=os.getcwd())
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", CHILD, onnx_path], capture_output=True, text=True, env=env,
-                          timeout=150)
+                          timeout=int(os.environ.get("BUILD_TIME_LIMIT_S", "150")))
     if proc.returncode != 0 or "RESULT" not in proc.stdout:
         raise RuntimeError(f"workers={workers} build failed: {proc.stderr[-2000:]}")
     out = json.loads(proc.stdout.split("RESULT", 1)[1])
@@ -69,7 +71,23 @@ def describe(workers: int, r: dict) -> str:
             f"{k.get('new_entries', 0)} cache entries; engine median {r['median_ms'] * 1000:.1f} µs")
 
 
+def survey(models: list[str], workers: int) -> int:
+    """Cold builds of several vision models, each alone on the machine (no prewarm beside it): where the time goes."""
+    with tempfile.TemporaryDirectory() as root:
+        for name in models:
+            onnx_path = os.path.join(root, f"{name}.onnx")
+            export_model(onnx_path, name)
+            r = cold_build(onnx_path, workers, os.path.join(root, name))
+            print(f"{name}: " + describe(workers, r), flush=True)
+            for row in r["tactics"].get("slowest_layers", []):
+                print(f"    {row['seconds']:7.2f} s  {row['op']:<16} {row['candidates']:3d} candidates  {row['layer']}")
+    return 0
+
+
 def main() -> int:
+    models = [m for m in os.environ.get("BUILD_TIME_MODELS", "").split(",") if m]
+    if models:
+        return survey(models, int(os.environ.get("BUILD_TIME_WORKERS", "8")))
     failed = False
     with tempfile.TemporaryDirectory() as root:
         onnx_path = os.path.join(root, "mobilenet_v3_large.onnx")

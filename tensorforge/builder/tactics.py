@@ -168,12 +168,19 @@ class TacticReport:
     compile_wait_s: float = 0.0    # waiting for the compile workers before timing a layer
     timing_s: float = 0.0          # candidates' first runs (in-process compiles included) and timed runs
     kernels: dict = field(default_factory=dict)    # Triton compile counts of a CUDA build (_kernel_counts)
+    layer_s: dict[str, tuple[str, float, int]] = field(default_factory=dict)  # timed layer → (op, seconds, candidates)
+
+    def slowest(self, n: int = 8) -> list[dict]:
+        """The `n` timed layers that took the longest to choose (compile wait + first runs + timed runs)."""
+        top = sorted(self.layer_s.items(), key=lambda kv: -kv[1][1])[:n]
+        return [{"layer": k, "op": op, "seconds": round(s, 3), "candidates": c} for k, (op, s, c) in top]
 
     def as_dict(self) -> dict:
         return {"timed_layers": self.timed_layers, "measurements": self.measurements, "cache_hits": self.cache_hits,
                 "untimed_layers": self.untimed_layers, "seconds": round(self.seconds, 3),
                 "compile_wait_s": round(self.compile_wait_s, 3), "timing_s": round(self.timing_s, 3),
-                **({"kernels": self.kernels} if self.kernels else {})}
+                **({"kernels": self.kernels} if self.kernels else {}),
+                **({"slowest_layers": self.slowest()} if self.layer_s else {})}
 
 
 def _open_cache(config: BuilderConfig, cache: TimingCache | None) -> TimingCache | None:
@@ -384,6 +391,7 @@ def _choose_timed(layer: Layer, found, walk: LayoutWalk, timer: Timer, cache: Ti
         times[tid] = m.median_ms
         strides[tid] = [list(o.stride()) if isinstance(o, torch.Tensor) else None for o in outs]
     report.timing_s += time.perf_counter() - t_time
+    report.layer_s[layer.name] = (layer.op, time.perf_counter() - t_wait, len(found))
     for tid, why in rejected.items():
         log.verbose(f"layer {layer.name}: tactic {tid} rejected: {why}")
     report.rejected[layer.name] = rejected

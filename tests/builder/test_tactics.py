@@ -199,3 +199,22 @@ def test_triton_gemm_skinny_configs_fit_only_few_rows():
     assert TritonGemmEpilogue.fits(None, skinny, [few]) is None
     assert "at most 64 rows (this one has 128)" in TritonGemmEpilogue.fits(None, skinny, [many])
     assert TritonGemmEpilogue.fits(None, wide, [many]) is None
+
+
+def test_build_report_names_the_slowest_timed_layers(monkeypatch, test_tactics):
+    """The build-cost diagnosis: the timed layers (r1 and r4: the other Relus hit the timing cache), each with its
+    op, candidate count and seconds, longest first. A timer that sleeps 30 ms per candidate on r4's question makes
+    r4 the slowest, by at least 5 × 30 ms (its runnable candidates; 7 with the two failing configs) — a closed form of the sleeps."""
+    import time
+
+    class SlowOnWide(FakeTimer):
+        def measure(self, tactic_id, run):
+            out = super().measure(tactic_id, run)
+            if run()[0].shape[1] == 16:
+                time.sleep(0.03)
+            return out
+    engine = build(monkeypatch, SlowOnWide({"fast": 0.1, "slow": 0.5, "torch_ref": 0.3}))
+    rows = engine.data.build_info["tactics"]["slowest_layers"]
+    assert [r["layer"] for r in rows] == ["r4", "r1"]
+    assert rows[0]["op"] == "Relu" and rows[0]["candidates"] == 7 and rows[0]["seconds"] >= 5 * 0.03
+    assert rows[1]["seconds"] < rows[0]["seconds"]
