@@ -29,6 +29,7 @@ from .config import BuilderConfig
 from . import precision_step
 from .profiles import resolve_profiles, shape_points
 from .memory_plan import plan_network
+from .point_tactics import choose_point_tactics
 from .tactics import choose_tactics
 
 
@@ -117,6 +118,9 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
     opt_point = {n: s[1] for n, s in resolved[0].items()}
     tactic_report = choose_tactics(net, device, config, progress=progress, opt_point=opt_point,
                                    opt_env=envs[points.index(opt_point)])
+    tactic_report.per_point = choose_point_tactics(net, device, config, resolved, points, envs, choose_tactics,
+                                                    timed=tactic_report.timed_layers + tactic_report.cache_hits > 0,
+                                                    progress=progress)
     max_points = [{n: s[2] for n, s in p.items()} for p in resolved]
     memory = plan_network(net, max_points, config.max_fold_elements, envs=[envs[points.index(p)] for p in max_points])
     log.info(f"activation memory: planned peak {memory.peak_bytes / 2**20:.1f} MiB "

@@ -169,6 +169,7 @@ class TacticReport:
     timing_s: float = 0.0          # candidates' first runs (in-process compiles included) and timed runs
     kernels: dict = field(default_factory=dict)    # Triton compile counts of a CUDA build (_kernel_counts)
     layer_s: dict[str, tuple[str, float, int]] = field(default_factory=dict)  # timed layer → (op, seconds, candidates)
+    per_point: dict[str, int] = field(default_factory=dict)   # "min"/"max" → layers with another kernel there
 
     def slowest(self, n: int = 8) -> list[dict]:
         """The `n` timed layers that took the longest to choose (compile wait + first runs + timed runs)."""
@@ -180,7 +181,8 @@ class TacticReport:
                 "untimed_layers": self.untimed_layers, "seconds": round(self.seconds, 3),
                 "compile_wait_s": round(self.compile_wait_s, 3), "timing_s": round(self.timing_s, 3),
                 **({"kernels": self.kernels} if self.kernels else {}),
-                **({"slowest_layers": self.slowest()} if self.layer_s else {})}
+                **({"slowest_layers": self.slowest()} if self.layer_s else {}),
+                **({"per_point": self.per_point} if self.per_point else {})}
 
 
 def _open_cache(config: BuilderConfig, cache: TimingCache | None) -> TimingCache | None:

@@ -96,7 +96,8 @@ NAME = Str()
 TENSOR_INFO = Obj({"name": NAME, "dtype": Opt(Str()), "shape": Opt(SHAPE)})
 LAYER = Obj({"name": NAME, "op": Str(), "inputs": List(Str()), "outputs": List(Str()), "attrs": Map(Json()),
              "origin": List(Str()), "tactic": Str(TACTIC_ID), "placement": Str(choices=("device", "host")),
-             "precision": Opt(Str())})
+             "precision": Opt(Str())},
+            {"point_tactics": Obj(optional={"min": Str(TACTIC_ID), "max": Str(TACTIC_ID)})})
 PLUGIN_RECORD = Obj({"id": Str(), "namespace": Str(), "name": Str(), "version": Str(), "op": Str(),
                      "layers": List(Obj({"name": NAME}, {"attrs": Map(Json())}))},
                     {"signature": Map(Str()), "origin": Str(), "library": Bool()})

@@ -119,7 +119,8 @@ def to_bytes(engine: Engine) -> bytes:
         attrs = {k: _encode_attr(v, f"{_ATTR_PREFIX}{layer.name}/{k}", blobs) for k, v in layer.attrs.items()}
         layers.append({"name": layer.name, "op": layer.op, "inputs": layer.inputs, "outputs": layer.outputs,
                        "attrs": attrs, "origin": layer.origin, "tactic": layer.tactic,
-                       "placement": layer.placement, "precision": layer.precision})
+                       "placement": layer.placement, "precision": layer.precision,
+                       **({"point_tactics": dict(layer.point_tactics)} if layer.point_tactics else {})})
     manifest = {
         "tensorforge_version": __version__,
         "format_version": ENGINE_FORMAT_VERSION,
@@ -219,7 +220,8 @@ def _engine_from_manifest(m: dict, blobs: dict) -> Engine:
         raise EngineFileError("the engine stores generated kernel source text (an older engine format); engines "
                               "hold no code any more", "rebuild the engine with this tensorforge")
     layers = [Layer(d["name"], d["op"], d["inputs"], d["outputs"], {k: _decode_attr(v, blobs) for k, v in d["attrs"].items()},
-                    d["origin"], d["tactic"], d["placement"], d["precision"]) for d in m["layers"]]
+                    d["origin"], d["tactic"], d["placement"], d["precision"], d.get("point_tactics"))
+              for d in m["layers"]]
     tensors = {d["name"]: _info_from_json(d) for d in m["tensors"]}
     profiles = [{k: tuple(tuple(s) for s in v) for k, v in p.items()} for p in m["profiles"]]
     return Engine(m["name"], [_info_from_json(d) for d in m["inputs"]], [_info_from_json(d) for d in m["outputs"]],

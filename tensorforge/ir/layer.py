@@ -20,7 +20,11 @@ class Layer:
     tactic: str | None = None
     placement: str = "device"     # "device": runs where the engine runs; "host": small shape arithmetic on CPU
     precision: str | None = None
+    # a dynamic profile's other points: "min"/"max" → the tactic timed fastest there, where it is not `tactic` (the
+    # opt point's); the runtime runs it for input shapes nearest that point (builder/point_tactics.py)
+    point_tactics: dict[str, str] | None = None
 
     def copy(self) -> "Layer":
         return Layer(self.name, self.op, list(self.inputs), list(self.outputs), dict(self.attrs),
-                     list(self.origin), self.tactic, self.placement, self.precision)
+                     list(self.origin), self.tactic, self.placement, self.precision,
+                     dict(self.point_tactics) if self.point_tactics else None)

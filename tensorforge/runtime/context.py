@@ -28,6 +28,7 @@ from .plugins_check import check_plugins
 from .cuda_gate import CUDA_GATE
 from ..util.cpu_threads import check_threads, cpu_threads
 from .cuda_graph import CaptureFailed, GraphCache, TorchGraphBackend, signature_of
+from .point_select import nearest_point, point_programs
 
 REFERENCE_TACTIC = "any.torch_ref"           # kernels/reference.py: every op's reference, on any device
 _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
@@ -90,6 +91,7 @@ class ExecutionContext:
                 self.kernels.append(instantiate(REFERENCE_TACTIC, layer, where))
             except KeyError as e:
                 raise BuildError(f"cannot prepare layer {layer.name!r}: {e}", "rebuild the engine with this tensorforge") from e
+        self._alternatives = self._point_kernels()
         if self.substituted:
             first = next(iter(self.substituted.values()))
             get_logger().warning(f"engine {engine.name!r}: {len(self.substituted)} layer(s) use tactics that cannot run "
@@ -102,6 +104,38 @@ class ExecutionContext:
         self._current = -1                      # index of the layer running now (names the culprit of a failure)
         self._busy = threading.RLock()          # held by the one thread running this context (docs/runtime.md)
         self._setup_graphs(use_cuda_graph, graph_backend, max_graphs)
+
+    def _point_kernels(self) -> dict[str, dict[int, object]]:
+        """The kernels of layers whose tactic differs at the first profile's min or max point (builder/
+        point_tactics.py), by point and layer index. One that cannot run on this device is left out: the opt
+        point's kernel (or its substitute) runs that point too."""
+        alt: dict[str, dict[int, object]] = {}
+        for index, layer in enumerate(self.engine.layers):
+            if not layer.point_tactics or layer.name in self.substituted:
+                continue
+            where = self.host if layer.placement == "host" else self.device
+            for label, tid in layer.point_tactics.items():
+                try:
+                    alt.setdefault(label, {})[index] = instantiate(tid, layer, where)
+                except ValueError as e:
+                    get_logger().verbose(f"layer {layer.name}: {label}-point tactic {tid} cannot run here ({e}); "
+                                         f"the opt point's {layer.tactic} runs there too")
+                except KeyError as e:
+                    raise BuildError(f"cannot prepare layer {layer.name!r} ({label} point): {e}",
+                                     "rebuild the engine with this tensorforge") from e
+        return alt
+
+    def point_for(self, shapes: dict[str, tuple[int, ...]]) -> str:
+        """Which point's kernels run inputs of these shapes ('opt' when the engine has one kernel per layer)."""
+        if len(self._programs) == 1:
+            return "opt"
+        key = tuple(tuple(shapes[n]) for n in self.engine.input_names)
+        label = self._point_of.get(key)
+        if label is None:
+            first = self.engine.profiles[0]
+            inside = all(all(a <= d <= b for d, a, b in zip(shapes[n], mn, mx)) for n, (mn, _, mx) in first.items())
+            label = self._point_of[key] = nearest_point(first, shapes) if inside else "opt"   # another profile
+        return label if label in self._programs else "opt"
 
     @contextmanager
     def _one_thread(self):
@@ -328,6 +362,8 @@ class ExecutionContext:
             frees = [t[n] for n in free_after[index] for t in (dev, host) if n in t]
             program.append((index, kernel, tuple(copies), tuple(ins), tuple(outs), tuple(frees)))
         self._program = program
+        self._programs = point_programs(program, self._alternatives)
+        self._point_of: dict[tuple, str] = {}
         self._template = template
         self._feed_slots = [(n, dev[n]) for n in eng.input_names]
         self._output_slots = [(n, dev[n] if n in on_device else None, host.get(n)) for n in eng.output_names]
@@ -352,7 +388,9 @@ class ExecutionContext:
         slots = self._template[:]
         for name, s in self._feed_slots:
             slots[s] = feed[name]
-        for index, kernel, copies, ins, outs, frees in self._program:
+        program = self._program if len(self._programs) == 1 else \
+            self._programs[self.point_for({n: tuple(feed[n].shape) for n in self.engine.input_names})]
+        for index, kernel, copies, ins, outs, frees in program:
             self._current = index
             for hs, ds, name in copies:
                 slots[ds] = self._to_device(name, slots[hs], host_values)

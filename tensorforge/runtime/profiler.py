@@ -106,6 +106,7 @@ def layer_info(engine: Engine) -> dict:
             "Weights": [{"Name": c, "Count": int(engine.constants[c].numel())} for c in consts],
             "TacticName": layer.tactic, "Precision": layer.precision, "Placement": layer.placement,
             "Origin": list(layer.origin), "Metadata": f"[ONNX Layer: {', '.join(layer.origin)}]",
+            **({"PointTactics": dict(layer.point_tactics)} if layer.point_tactics else {}),
         })
     return {"Layers": layers, "Bindings": engine.input_names + engine.output_names}
 
@@ -118,7 +119,8 @@ def format_layer_info(engine: Engine) -> str:
         quant = format_scales(*layer_scales(engine, layer, scales))
         ins = ", ".join(i for i in layer.inputs if i)
         lines.append(f"[{i}] {layer.name}: {layer.op} ({ins}) -> ({', '.join(o for o in layer.outputs if o)}) "
-                     f"tactic={layer.tactic} precision={layer.precision} placement={layer.placement} "
+                     f"tactic={layer.tactic}" + "".join(f" {k}:tactic={v}" for k, v in (layer.point_tactics or {}).items())
+                     + f" precision={layer.precision} placement={layer.placement} "
                      f"onnx=[{', '.join(layer.origin)}]" + (f" {quant}" if quant else ""))
     return "\n".join(lines)
 

@@ -246,7 +246,9 @@ def test_progress_names_each_layer_before_it_is_timed(monkeypatch):
                         lambda *a, **k: tactics.choose_tactics(*a, **{**k, "timer": timer, "progress": prog}))
     tfg.build(relu_model(), config=config, device="cpu")
     timed = [e for e in events if e[0] == "timing"]
-    assert [e[1] for e in timed] == ["r1", "r2", "r3", "r4"] and all(e[2] == 5 for e in timed)   # 2 tactics × 2 + ref
+    # the opt point, then the range profile's min and max points (builder/point_tactics.py), each pass announced
+    assert [e[1] for e in timed] == ["r1", "r2", "r3", "r4"] * 3 and all(e[2] == 5 for e in timed)   # 2 × 2 + ref
+    assert [e for e in events if e[0] == "begin"] == [("begin", 5)] * 3
     for name in ("r1", "r4"):
         assert events.index(("timing", name, 5)) + 1 == events.index(("done", name))
     assert not any(e[0] == "timing" and e[1] == "cat" for e in events)

@@ -67,6 +67,7 @@ def test_tactics(monkeypatch):
 def build(monkeypatch, timer, **config_kw):
     monkeypatch.setattr(builder_module, "choose_tactics", functools.partial(tactics.choose_tactics, timer=timer))
     config_kw.setdefault("optimization_level", 1)          # timing on, pointwise fusion off: the Relus stay layers
+    config_kw.setdefault("point_tactics", False)           # one timing pass (the opt point): the counts below
     config = BuilderConfig(device="cpu", profiles=tfg.api.high_level._as_profile(SHAPES), **config_kw)
     return tfg.build(relu_model(), config=config, device="cpu")
 
