@@ -48,10 +48,46 @@ NOTES = {
                         "call's fixed set-up (≈ 15–35 µs, measured on 1×32·32×10) is a large share; attention and "
                         "LayerNorm add per-call torch overhead. Closing it needs primitives created once at load "
                         "and the attention block as one fused CPU kernel."),
-    "mobilenet_v3_b1": ("FusedConv", "46 oneDNN convolution calls at ≈ 25–40 µs of fixed cost each (≈ 1.5 ms), and "
-                        "the squeeze-excite FCs at M = 1 (≈ 0.1 ms each against 0.06 ms); onnxruntime runs all 62 "
-                        "Conv nodes in MLAS's NCHWc layout. Closing it needs a blocked layout kept between layers "
-                        "with prebuilt primitives, and the SE block (pool → FC → FC → Mul) as one fused layer."),
+    "mobilenet_v3_b1": ("FusedConv", "46 oneDNN convolution calls at ≈ 25–40 µs of fixed cost each (≈ 1.5 ms; a "
+                        "trivial 8→8 1×1 convolution at 1² takes 35.5 µs a call against 2 µs of oneDNN execute). The "
+                        "M = 1 FCs (16 squeeze-excite FCs, 960→1280, 1280→1000) now time kernels/cpu_gemv.py "
+                        "(addmm + one in-place activation): 1.115 → 0.802 ms in the network, still ≈ 25–60 µs per SE "
+                        "FC in the network against 5–20 µs hot alone; onnxruntime counts those FCs as Conv and runs all "
+                        "62 Conv nodes in MLAS's NCHWc layout. Closing it needs prebuilt primitives (no per-call "
+                        "set-up), a blocked layout kept between layers, and the SE block as one fused layer."),
+    "mobilenet_v3_b8": ("FusedConv", "measured with ONEDNN_VERBOSE in the network (5 calls, medians): the 46 "
+                        "convolution layers take 25.0 ms of kernel time while oneDNN's own execute of their primitives "
+                        "sums to 16.6 ms — about onnxruntime's whole Conv family (≈ 17.8 ms). The 8.4 ms between is "
+                        "outside the primitives' execution: torch's `_convolution_pointwise` set-up per call "
+                        "(descriptor creation, cache look-up, output allocation; ≈ 0.1–0.2 ms a call at these sizes) "
+                        "and the global pools of the FusedConvPool layers. Closing it needs oneDNN primitives created "
+                        "once at load and executed directly, which torch does not expose (its prepacked "
+                        "`mkldnn_prepacked::conv2d_run` measured the same per call: 169 against 169 µs, 64→64 1×1 at "
+                        "56²)."),
+    "detector_640": ("FusedConv", "measured in the network: the 32 convolution layers take 16.6 ms, oneDNN's execute "
+                     "of them 12.5 ms (ONEDNN_VERBOSE; onnxruntime's Conv family ≈ 10.6 ms, its 6×6/2 3→16 stem "
+                     "1.5 ms + 0.4 ms SiLU against our fused 2.4 ms): ≈ 3.8 ms is per-call set-up outside the "
+                     "primitives (≈ 100 µs a call, median). /Concat_3 (2.1–2.2 ms against onnxruntime's 0.54) is "
+                     "the three heads' 255-channel outputs (8.6 MB) arriving channels-last and concatenated over "
+                     "positions, i.e. a transposing copy through torch's strided loop (2.27 ms with caches flushed, "
+                     "≈ 8 GB/s; a layout-keeping copy 0.88 ms). Moving the transpose does not pay: a layout-keeping "
+                     "Concat left it to the engine output's dense copy (network 22.04 against 21.42 ms); the heads "
+                     "as GEMMs writing NCHW saved 0.75 ms (20.67 ms) but lose alone (heads.0 2.0 against 1.0 ms), "
+                     "so per-layer timing cannot choose them. Closing it needs prebuilt primitives, a vectorised "
+                     "NHWC→NCHW transpose (onnxruntime's ReorderOutput: 0.37 ms per head) and Concat → Sigmoid as "
+                     "one pass."),
+    "resnet50_b1": ("FusedConv", "measured in the network (ONEDNN_VERBOSE, 5 calls, medians): the 53 convolution "
+                    "layers take 34.7 ms of kernel time, oneDNN's execute of their primitives 27.8 ms (less than "
+                    "onnxruntime's ≈ 29.4 ms Conv family); the rest, ≈ 106–122 µs per call (p10–p90 94–155 µs), is "
+                    "outside the primitives and present alone too (512→512 3×3 at 7²: 777 µs a call, 632 µs "
+                    "execute; 64→64 1×1 at 56²: 166 against 75 µs): torch's per-call `_convolution_pointwise` "
+                    "set-up. That ≈ 5.6–6.7 ms is the gap. Closing it needs oneDNN primitives created once at load "
+                    "and executed directly (torch's prepacked conv2d_run measured no faster per call)."),
+    "resnet50_b8": ("FusedConv", "measured in the network (ONEDNN_VERBOSE, 5 calls, medians): the 53 convolution "
+                    "layers take 220.2 ms of kernel time, oneDNN's execute 208.3 ms (onnxruntime's Conv family "
+                    "≈ 215 ms); ≈ 12.2 ms (212 µs a call, p10–p90 190–245 µs) is per-call set-up outside the "
+                    "primitives. The rest of the gap is load: on a quiet machine the primitives match onnxruntime's. "
+                    "Closing it needs oneDNN primitives created once at load and executed directly."),
 }
 
 

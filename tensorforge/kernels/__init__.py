@@ -18,6 +18,7 @@ from . import triton_pointwise  # noqa: F401  (generated kernels of PointwiseCha
 from . import torch_fused  # noqa: F401  (SDPA, layer_norm, addmm and conv epilogues for fused ops)
 from . import cpu_onednn  # noqa: F401  (CPU: oneDNN linear with packed weights and fused activations)
 from . import cpu_mkl_linear  # noqa: F401  (CPU: MKL packed sgemm for MatMulEpilogue, timed against oneDNN's)
+from . import cpu_gemv  # noqa: F401  (CPU: M ≤ 8 MatMulEpilogue as one MKL GEMV + one in-place activation)
 from . import cpu_conv_kx1  # noqa: F401  (CPU: K×1 convolutions as conv1d along the height)
 from . import cpu_conv_onednn  # noqa: F401  (CPU: oneDNN channels-last convolution, packed weights, fused epilogue)
 from . import cpu_shape_ops  # noqa: F401  (CPU: Reshape/Unsqueeze/Squeeze with parsed shapes kept, scalar Gather)
