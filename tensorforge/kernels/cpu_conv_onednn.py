@@ -165,6 +165,7 @@ def _check(layer, x, w):
 
 @tactic("Conv", name="cpu_onednn_nhwc", priority=8)
 class ConvOneDnn:
+    out_layout = "channels_last"
     supports = staticmethod(_reason)
     fits = staticmethod(_fits)
 
@@ -181,6 +182,7 @@ class ConvOneDnn:
 
 @tactic("FusedConv", name="cpu_onednn_nhwc", priority=8)
 class FusedConvOneDnn:
+    out_layout = "channels_last"
     supports = staticmethod(_reason)
     fits = staticmethod(_fits)
 
@@ -193,6 +195,7 @@ class FusedConvOneDnn:
 @tactic("FusedConvPool", name="cpu_onednn_nhwc", priority=8)
 class FusedConvPoolOneDnn:
     """FusedConv here, then P = mean of y over its positions (y is not returned when nothing else reads it)."""
+    out_layout = "channels_last"
     supports = staticmethod(_reason)
     fits = staticmethod(_fits)
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from tensorforge.ir import Layer, get_spec
-from tensorforge.kernels import candidates
+from tensorforge.kernels import candidates, onednn_capi
 from tensorforge.kernels.torch_fused import TorchFusedConv, TorchLayerNorm, TorchMatMulEpilogue, TorchSDPA
 
 CPU = torch.device("cpu")
@@ -77,7 +77,8 @@ _ONEDNN = torch.backends.mkldnn.is_available()
 
 @pytest.mark.parametrize("op,name", [("Attention", "torch_sdpa"), ("LayerNormalization", "torch_layer_norm"),
                                      ("MatMulEpilogue", "onednn_linear" if _ONEDNN else "torch_addmm"),
-                                     ("FusedConv", "cpu_onednn_nhwc" if _ONEDNN else "torch_conv")])
+                                     ("FusedConv", "cpu_dnnl" if onednn_capi.library() is not None else
+                                      "cpu_onednn_nhwc" if _ONEDNN else "torch_conv")])
 def test_library_tactic_preferred_over_the_reference_on_cpu(op, name):
     found, _ = candidates(layer(op, 3), CPU)
     names = [t.name for t, _ in found]

@@ -26,9 +26,11 @@ from light_reseed import MODELS as LIGHT_MODELS
 from model_checks import check_light
 
 from tensorforge.ir import get_spec
-from tensorforge.kernels import registry
+from tensorforge.kernels import onednn_capi, registry
 
 TESTS = Path(__file__).resolve().parents[1]
+# the CPU convolution tactic builds choose: oneDNN primitives through its C library when it is installed
+CPU_CONV = "cpu_dnnl" if onednn_capi.library() is not None else "cpu_onednn_nhwc"
 
 
 def _module(path: Path):
@@ -81,10 +83,12 @@ class _Calls:
 
 
 def broken_conv(monkeypatch, factor: float = 1.01) -> _Calls:
-    """Every CPU convolution path scaled by `factor`: the Conv reference (torch_ref, torch_conv) and the oneDNN
-    channels-last tactic of Conv, FusedConv and FusedConvPool (kernels/cpu_conv_onednn.py) that CPU builds choose."""
+    """Every CPU convolution path scaled by `factor`: the Conv reference (torch_ref, torch_conv) and both oneDNN
+    tactics of Conv, FusedConv and FusedConvPool (kernels/cpu_dnnl_conv.py, which CPU builds choose when oneDNN's C
+    library is installed, and kernels/cpu_conv_onednn.py)."""
     return _Calls([broken_reference(monkeypatch, "Conv", factor)] + [
-        broken(monkeypatch, op, "cpu_onednn_nhwc", factor=factor) for op in ("Conv", "FusedConv", "FusedConvPool")])
+        broken(monkeypatch, op, tactic, factor=factor) for op in ("Conv", "FusedConv", "FusedConvPool")
+        for tactic in dict.fromkeys([CPU_CONV, "cpu_onednn_nhwc"])])
 
 
 def _mutate(monkeypatch, op, tactic, layer_op, factor):
@@ -117,8 +121,8 @@ def test_light_check_passes_with_the_identity_mutation(monkeypatch):
     _passes(lambda: check_light("squeezenet"), monkeypatch, "Conv")
 
 
-CNN_TARGETS = {"resnet": ("FusedConv", "cpu_onednn_nhwc"), "mobilenet_v3": ("FusedConv", "cpu_onednn_nhwc"),
-               "efficientnet": ("FusedConv", "cpu_onednn_nhwc"), "convnext": ("MatMulEpilogue", "onednn_linear"),
+CNN_TARGETS = {"resnet": ("FusedConv", CPU_CONV), "mobilenet_v3": ("FusedConv", CPU_CONV),
+               "efficientnet": ("FusedConv", CPU_CONV), "convnext": ("MatMulEpilogue", "onednn_linear"),
                "vit": ("MatMulEpilogue", "onednn_linear")}
 
 
@@ -130,7 +134,7 @@ def test_cnn_check_catches_a_broken_tactic(name, monkeypatch, tmp_path):
 
 def test_cnn_check_passes_with_the_identity_mutation(monkeypatch, tmp_path):
     cnn = _module(TESTS / "models" / "test_cnn_models.py")
-    _passes(lambda: cnn.check_cnn("resnet", False, 17, tmp_path), monkeypatch, "FusedConv", "cpu_onednn_nhwc")
+    _passes(lambda: cnn.check_cnn("resnet", False, 17, tmp_path), monkeypatch, "FusedConv", CPU_CONV)
 
 
 @pytest.mark.parametrize("kind", ["bert", "gpt2"])

@@ -1,0 +1,203 @@
+"""Tactics: Conv, FusedConv and FusedConvPool on the CPU as oneDNN primitives created once per input shape.
+
+    y = post_ops(conv(x, W) + bias)      post_ops in the layer's order: the activation (any epilogue activation,
+                                         PRelu included, as an eltwise or prelu post-op) and the residual add
+                                         (a binary post-op), before or after the activation as residual_first says
+x arrives channels-last (NHWC; one copy at a chain's first layer, free after another convolution), y leaves
+channels-last. Per call: one output allocation, the data pointers set on the primitive's memories and one
+`dnnl_primitive_execute` (kernels/onednn_capi.py) — no descriptor creation, which torch's `_convolution_pointwise`
+(cpu_conv_onednn.py, the same library) repeats on every call. Traffic: x, the packed W, the bias (and the residual,
+the PRelu slope) read once, y written once.
+
+The weight is reordered once into the layout the primitive asks for, per (weight tensor, layout): the contexts of
+one engine share their CPU weight tensors, so it is packed once per engine and layout (onednn_capi.PACK_COUNT).
+Asymmetric pads, groups (depthwise included) and dilations are the primitive's own parameters. A residual that
+only broadcasts to y (oneDNN's binary post-op takes it, but the ONNX broadcast is kept exact here) runs the rest of
+the epilogue through torch's in-place epilogue.
+
+Priority above cpu_onednn_nhwc: the untimed first fit when the library is installed (without it `supports` says
+so); timed CPU builds time the two channels-last tactics against each other (builder/tactics.py `_layout_bound`).
+"""
+
+import ctypes
+import threading
+
+import torch
+
+from ..ir import get_spec
+from . import onednn_capi as dn
+from .cpu_conv_onednn import _fits, _geometry, fusable_residual, static_geometry
+from .registry import tactic
+from .torch_fused import epilogue_, epilogue_attrs
+
+
+def _reason(layer, device) -> str | None:
+    if device.type != "cpu":
+        return "oneDNN primitives through its C library are a CPU tactic"
+    why = dn.unavailable_reason()
+    if why is not None:
+        return why
+    if layer.precision not in (None, "float32"):
+        return f"a {layer.precision} layer (this tactic runs float32)"
+    ks = layer.attrs.get("kernel_shape")
+    if ks is not None and len(ks) != 2:
+        return f"only 2-D convolutions (kernel_shape {list(ks)})"
+    return None
+
+
+def _nhwc(n, c, h, w):
+    return [n, c, h, w], [h * w * c, 1, w * c, c]
+
+
+class ConvPrimitive:
+    """One convolution primitive for one input shape and one post-op list.
+    posts: [("act", act, alpha, beta) | ("add",) | ("prelu", per_channel)] in order. Execute operands:
+    x, packed W, [bias], y, then per post-op that takes one: the residual (NHWC, y's shape) or the slope."""
+
+    def __init__(self, lib, x_shape, w_shape, static, has_bias: bool, posts: list):
+        n, c, h, w_ = x_shape
+        k, kh, kw = w_shape[0], w_shape[2], w_shape[3]
+        out, begin, end, strides, dilations, groups = _geometry(static, tuple(x_shape[2:]), tuple(w_shape[2:]))
+        self.y_shape = (n, k, *out)
+        src, dst = lib.md(*_nhwc(n, c, h, w_)), lib.md(*_nhwc(n, k, *out))
+        self.w_dims = [k, c // groups, kh, kw] if groups == 1 else [groups, k // groups, c // groups, kh, kw]
+        wany = lib.md_any(self.w_dims)
+        bias = lib.md([k], [1]) if has_bias else None
+        args = [(dn.ARG_SRC, src.handle), (dn.ARG_WEIGHTS, None)] + ([(dn.ARG_BIAS, bias.handle)] if bias else [])
+        args.append((dn.ARG_DST, dst.handle))
+        with dn.PostOps(lib) as po:
+            for p in posts:
+                if p[0] == "act":
+                    po.activation(*p[1:])
+                elif p[0] == "add":
+                    po.add(dst.handle)
+                else:                                     # prelu: a slope per channel (mask: dim 1) or one slope
+                    po.prelu(2 if p[1] else 0, lib.md([1, k, 1, 1] if p[1] else [1, 1, 1, 1],
+                                                      [k, 1, 1, 1] if p[1] else [1, 1, 1, 1]))
+            pd = ctypes.c_void_p()
+            lib.check(lib.c.dnnl_convolution_forward_primitive_desc_create(
+                ctypes.byref(pd), lib.engine, dn.FORWARD_INFERENCE, dn.CONV_DIRECT, src.handle, wany.handle,
+                bias.handle if bias else None, dst.handle, dn.Dims(*strides), dn.Dims(*[d - 1 for d in dilations]),
+                dn.Dims(*begin), dn.Dims(*end), po.done()), f"convolution {list(x_shape)} * {list(w_shape)}")
+        self.weights_md = lib.c.dnnl_primitive_desc_query_md(pd.value, dn.QUERY_WEIGHTS_MD, 0)
+        args[1] = (dn.ARG_WEIGHTS, self.weights_md)
+        self.post_operands = po.operands
+        self.prim = dn.Primitive(lib, pd, args + po.args, [src, dst, wany, bias, *po.keep])
+
+    def packed(self, lib, w: torch.Tensor) -> torch.Tensor:
+        """W in this primitive's weight layout (onednn_capi.packed_weight: once per engine and layout)."""
+        def source():
+            src = w.detach().to(torch.float32).contiguous()
+            return src, self.w_dims, dn.contiguous_strides(self.w_dims)
+        return dn.packed_weight(lib, w, source, self.prim, self.weights_md)
+
+
+class ConvRunner:
+    """run(x, w, bias, residual, slope) -> y for one layer: a primitive per (input shape, post-op list), created on
+    first use and kept. The whole epilogue rides as post-ops unless the residual only broadcasts to y or the PRelu
+    slope is neither per channel nor one value: then the convolution and bias run here and torch's in-place epilogue
+    finishes (as cpu_conv_onednn does)."""
+
+    def __init__(self, layer, act="none", alpha=0.0, beta=0.0, res_first=0):
+        self.layer, self.static = layer, static_geometry(layer.attrs)
+        self.act, self.alpha, self.beta, self.res_first = act, alpha, beta, res_first
+        self.lib = dn.library()
+        self.prims: dict = {}
+        self.lock = threading.Lock()
+
+    def _posts(self, residual: bool, slope) -> tuple:
+        act = () if self.act == "none" else (
+            (("prelu", slope.numel() != 1),) if self.act == "PRelu" else (("act", self.act, self.alpha, self.beta),))
+        if not residual:
+            return act
+        return (("add",),) + act if self.res_first else act + (("add",),)
+
+    def __call__(self, x, w, bias=None, residual=None, slope=None):
+        _check(self.layer, x, w)
+        fuse_res = residual is not None and fusable_residual(self.static, x, w, residual)
+        fuse_act = self.act != "PRelu" or (slope is not None and slope.numel() in (1, w.shape[0]))
+        if fuse_act and (residual is None or fuse_res):
+            return self._execute(x, w, bias, self._posts(fuse_res, slope), residual, slope)
+        y = self._execute(x, w, bias, (), None, None)
+        return epilogue_(y, residual, self.act, self.alpha, self.beta, self.res_first, slope)
+
+    def _execute(self, x, w, bias, posts: tuple, residual, slope):
+        x = x.contiguous(memory_format=torch.channels_last)
+        key = (tuple(x.shape), bias is not None, posts)
+        p = self.prims.get(key)
+        if p is None:
+            with self.lock:
+                p = self.prims.get(key)
+                if p is None:
+                    p = ConvPrimitive(self.lib, tuple(x.shape), tuple(w.shape), self.static, bias is not None,
+                                      list(posts))
+                    self.prims = {**self.prims, key: p}
+        y = torch.empty(p.y_shape, memory_format=torch.channels_last)
+        operands = [x, p.packed(self.lib, w)]
+        if bias is not None:
+            b = bias.reshape(-1).to(torch.float32)
+            operands.append((b.expand(w.shape[0]) if b.numel() == 1 else b).contiguous())
+        operands.append(y)
+        for kind in p.post_operands:
+            operands.append(residual.to(torch.float32).contiguous(memory_format=torch.channels_last)
+                            if kind == "residual" else slope.reshape(-1).to(torch.float32).contiguous())
+        p.prim.execute([t.data_ptr() for t in operands])
+        return y
+
+
+def _check(layer, x, w):
+    why = _fits(layer, {}, [x, w])
+    if why is not None:
+        raise ValueError(f"tactic cpu_dnnl got inputs it does not take for layer {layer.name!r}: {why} "
+                         "(fits() rejects such layers at build; rebuild the engine)")
+
+
+@tactic("Conv", name="cpu_dnnl", priority=9)
+class ConvDnnl:
+    out_layout = "channels_last"
+    supports = staticmethod(_reason)
+    fits = staticmethod(_fits)
+
+    @staticmethod
+    def build(layer, cfg, device):
+        run = ConvRunner(layer)
+        return lambda inputs: [run(inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None)]
+
+
+def _fused(layer) -> ConvRunner:
+    return ConvRunner(layer, *epilogue_attrs(layer.attrs))
+
+
+def _operands(inputs):
+    return [inputs[k] if len(inputs) > k else None for k in range(5)]
+
+
+@tactic("FusedConv", name="cpu_dnnl", priority=9)
+class FusedConvDnnl:
+    out_layout = "channels_last"
+    supports = staticmethod(_reason)
+    fits = staticmethod(_fits)
+
+    @staticmethod
+    def build(layer, cfg, device):
+        run = _fused(layer)
+        return lambda inputs: [run(*_operands(inputs))]
+
+
+@tactic("FusedConvPool", name="cpu_dnnl", priority=9)
+class FusedConvPoolDnnl:
+    """FusedConv here, then P = mean of y over its positions (y is not returned when nothing else reads it)."""
+    out_layout = "channels_last"
+    supports = staticmethod(_reason)
+    fits = staticmethod(_fits)
+
+    @staticmethod
+    def build(layer, cfg, device):
+        run = _fused(layer)
+        pool = get_spec("GlobalAveragePool").reference
+        store_y = bool(layer.outputs and layer.outputs[0])
+
+        def kernel(inputs):
+            y = run(*_operands(inputs))
+            return [y if store_y else None, pool(y)]
+        return kernel
