@@ -85,6 +85,7 @@ _SIGNATURES = {   # name: (restype, argtypes)
     "dnnl_post_ops_append_prelu": (ctypes.c_int, [_vp, ctypes.c_int]),
     "dnnl_convolution_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _vp, ctypes.c_int, ctypes.c_int, _vp, _vp, _vp, _vp, Dims, Dims, Dims, Dims, _vp]),
+    "dnnl_matmul_primitive_desc_create": (ctypes.c_int, [_P, _vp, _vp, _vp, _vp, _vp, _vp]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [_P, _vp, _vp, _vp, _vp, _vp]),
     "dnnl_primitive_desc_query": (ctypes.c_int, [_vp, ctypes.c_int, ctypes.c_int, _vp]),
     "dnnl_primitive_desc_query_md": (_vp, [_vp, ctypes.c_int, ctypes.c_int]),
@@ -179,6 +180,7 @@ class Primitive:
             self.memories.append(m)
             args[i] = ExecArg(arg, m)
         self.args, self.nargs = args, len(arg_ids)
+        self.held: list = [None] * len(arg_ids)           # the data pointer each memory holds now
         self.lock = threading.Lock()
         self._set, self._exe = c.dnnl_memory_set_data_handle, c.dnnl_primitive_execute
         weakref.finalize(self, _free, c, self.prim, self.pd, list(self.memories))
@@ -187,10 +189,14 @@ class Primitive:
         return self.lib.c.dnnl_primitive_desc_query_md(self.pd, what, 0)
 
     def execute(self, pointers: list[int]) -> None:
-        """Run once on these data pointers (one per argument, in `arg_ids` order); blocks until done."""
+        """Run once on these data pointers (one per argument, in `arg_ids` order); blocks until done. A memory
+        whose pointer is the one it already holds (the packed weight, the bias) is not set again."""
         with self.lock:
-            for m, p in zip(self.memories, pointers):
-                self._set(m, p)
+            held = self.held
+            for i, p in enumerate(pointers):
+                if held[i] != p:
+                    self._set(self.memories[i], p)
+                    held[i] = p
             status = self._exe(self.prim, self.lib.stream, self.nargs, self.args)
         if status != 0:
             self.lib.check(status, f"execute ({self.impl})")

@@ -51,6 +51,8 @@ def closed_form(act, alpha, beta, x):
         return x.clamp(alpha, beta)
     if act == "HardSigmoid":
         return (alpha * x + beta).clamp(0, 1)
+    if act == "Elu":
+        return torch.where(x >= 0, x, alpha * (torch.exp(x) - 1))
     raise AssertionError(act)
 
 

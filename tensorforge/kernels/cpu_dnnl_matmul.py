@@ -1,0 +1,202 @@
+"""Tactics: MatMulEpilogue and Gemm on the CPU as oneDNN matmul primitives created once per row count.
+
+    y = post_ops(x · W + bias)      x (…, K) seen as M = x.numel() / K rows, W (K, N) (stored (N, K) when trans_b /
+                                    transB), bias one value or N; post_ops in the layer's order: the activation
+                                    (an eltwise post-op) and the residual add (a binary post-op) before or after it
+Per call: the output allocation, the data pointers set on the primitive's memories and one
+`dnnl_primitive_execute` (kernels/onednn_capi.py). torch's `mkldnn._linear_pointwise` (cpu_onednn.py, the same
+library) creates the primitive descriptor on every call, 15–35 µs that dominate the small GEMMs of a
+transformer at batch 1 or an MLP. W is reordered once into the layout the primitive asks for, per (weight tensor,
+layout): once per engine (onednn_capi.packed_weight). Traffic: x and the packed W read once, the bias and the
+residual once, y written once.
+Taken: float32, a 2-D weight, scale 1 (MatMulEpilogue) / α = 1, transA = 0 (Gemm), any epilogue activation but
+PRelu, a residual of exactly y's shape. Everything else is refused with its reason (supports() / fits()); a kernel
+handed such operands raises, it never falls back. Chosen by timing on the CPU against the other linear tactics.
+"""
+
+import ctypes
+import threading
+
+import torch
+
+from . import onednn_capi as dn
+from .cpu_onednn import bias_length_reason, gemm_c_reason, gemm_form_reason, refuse
+from .registry import tactic
+from .torch_fused import epilogue_attrs, epilogue_operands
+
+
+def _reason(layer, device) -> str | None:
+    if device.type != "cpu":
+        return "oneDNN primitives through its C library are a CPU tactic"
+    why = dn.unavailable_reason()
+    if why is not None:
+        return why
+    if layer.precision not in (None, "float32"):
+        return f"a {layer.precision} layer (this tactic runs float32)"
+    return None
+
+
+def _operand_reason(a, b, trans_b: bool, bias, residual, what: str = "a bias") -> str | None:
+    if a is None or b is None:
+        return None
+    if b.dim() != 2:
+        return f"a batched ({b.dim()}-D) weight: the matmul primitive here takes one 2-D weight"
+    if a.dtype != torch.float32 or b.dtype != torch.float32:
+        return f"operands {a.dtype} · {b.dtype}: this tactic runs float32"
+    why = bias_length_reason(b, trans_b, bias, what)
+    if why is not None:
+        return why
+    if residual is not None:
+        out = (*a.shape[:-1], b.shape[0] if trans_b else b.shape[1])
+        if tuple(residual.shape) != out:
+            return f"residual {tuple(residual.shape)} is not y's shape {out} (the binary post-op adds it as is)"
+    return None
+
+
+class MatMulPrimitive:
+    """One matmul primitive for (M, K, N), a bias or none, and one post-op list
+    posts: [("act", act, alpha, beta) | ("add",)] in order. Execute operands: x, packed W, [bias], y, [residual]."""
+
+    def __init__(self, lib, m: int, k: int, n: int, has_bias: bool, posts: tuple):
+        src, dst = lib.md([m, k], [k, 1]), lib.md([m, n], [n, 1])
+        wany = lib.md_any([k, n])
+        bias = lib.md([1, n], [n, 1]) if has_bias else None
+        self.k, self.n, self.last = k, n, None
+        args = [(dn.ARG_SRC, src.handle), (dn.ARG_WEIGHTS, None)] + ([(dn.ARG_BIAS, bias.handle)] if bias else [])
+        args.append((dn.ARG_DST, dst.handle))
+        with dn.PostOps(lib) as po:
+            for p in posts:
+                if p[0] == "act":
+                    po.activation(*p[1:])
+                else:
+                    po.add(dst.handle)
+            pd = ctypes.c_void_p()
+            lib.check(lib.c.dnnl_matmul_primitive_desc_create(
+                ctypes.byref(pd), lib.engine, src.handle, wany.handle, bias.handle if bias else None, dst.handle,
+                po.done()), f"matmul ({m}, {k}) · ({k}, {n})")
+        self.weights_md = lib.c.dnnl_primitive_desc_query_md(pd.value, dn.QUERY_WEIGHTS_MD, 0)
+        args[1] = (dn.ARG_WEIGHTS, self.weights_md)
+        self.prim = dn.Primitive(lib, pd, args + po.args, [src, dst, wany, bias])
+
+    def packed(self, lib, w: torch.Tensor, trans_b: bool) -> torch.Tensor:
+        """W (K, N) in this primitive's layout, read from the stored (N, K) (trans_b) or (K, N) weight; the last
+        weight tensor seen and its packed form are kept here (a context's weights do not change)."""
+        last = self.last
+        if last is not None and last[0] is w:
+            return last[1]
+
+        def source():
+            src = w.detach().to(torch.float32).contiguous()
+            return src, [self.k, self.n], [1, self.k] if trans_b else [self.n, 1]
+        packed = dn.packed_weight(lib, w, source, self.prim, self.weights_md)
+        self.last = (w, packed)
+        return packed
+
+
+class MatMulRunner:
+    """run(a, b, bias, residual) -> y: a primitive per (rows, bias?, residual?) made on first use and kept."""
+
+    def __init__(self, trans_b: bool, act="none", alpha=0.0, beta=0.0, res_first=0):
+        self.trans_b, self.lib = trans_b, dn.library()
+        act_post = () if act == "none" else (("act", act, alpha, beta),)
+        self.posts = {False: act_post, True: (("add",),) + act_post if res_first else act_post + (("add",),)}
+        self.prims: dict = {}
+        self.lock = threading.Lock()
+        self.last_bias: tuple | None = None
+
+    def bias(self, bias: torch.Tensor, n: int) -> torch.Tensor:
+        """The bias as N contiguous float32 values, made once per bias tensor seen."""
+        last = self.last_bias
+        if last is None or last[0] is not bias:
+            v = bias.reshape(-1).to(torch.float32)
+            last = self.last_bias = (bias, (v.expand(n) if v.numel() == 1 else v).contiguous())
+        return last[1]
+
+    def __call__(self, a, b, bias=None, residual=None):
+        k = a.shape[-1]
+        n = b.shape[0] if self.trans_b else b.shape[1]
+        x = a.reshape(-1, k).contiguous()
+        m = x.shape[0]
+        key = (m, bias is not None, residual is not None)
+        p = self.prims.get(key)
+        if p is None:
+            with self.lock:
+                p = self.prims.get(key)
+                if p is None:
+                    p = MatMulPrimitive(self.lib, m, k, n, bias is not None, self.posts[residual is not None])
+                    self.prims = {**self.prims, key: p}
+        y = torch.empty((*a.shape[:-1], n))
+        operands = [x, p.packed(self.lib, b, self.trans_b)]
+        if bias is not None:
+            operands.append(self.bias(bias, n))
+        operands.append(y)
+        if residual is not None:
+            operands.append(residual.to(torch.float32).contiguous())
+        p.prim.execute([t.data_ptr() for t in operands])
+        return y
+
+
+@tactic("MatMulEpilogue", name="cpu_dnnl", priority=21)
+class DnnlMatMulEpilogue:
+    @staticmethod
+    def supports(layer, device):
+        why = _reason(layer, device)
+        if why is not None:
+            return why
+        if float(layer.attrs.get("scale", 1.0)) != 1.0:
+            return f"scale {layer.attrs.get('scale')} ≠ 1 (the bias is added inside the product here)"
+        act, alpha, beta, _ = epilogue_attrs(layer.attrs)
+        if act != "none" and dn.eltwise(act, alpha, beta) is None:
+            return f"activation {act} has no oneDNN eltwise post-op"
+        return None
+
+    @staticmethod
+    def fits(layer, cfg, inputs):
+        a, b, bias, residual = epilogue_operands(inputs)
+        return _operand_reason(a, b, bool(int(layer.attrs.get("trans_b", 0))), bias, residual)
+
+    @staticmethod
+    def build(layer, cfg, device):
+        trans_b = bool(int(layer.attrs.get("trans_b", 0)))
+        run = MatMulRunner(trans_b, *epilogue_attrs(layer.attrs))
+
+        def kernel(inputs):
+            a, b, bias, residual = epilogue_operands(inputs)
+            why = _operand_reason(a, b, trans_b, bias, residual)
+            if why is not None:
+                refuse(layer, "cpu_dnnl", why)
+            return [run(a, b, bias, residual)]
+        return kernel
+
+
+@tactic("Gemm", name="cpu_dnnl", priority=21)
+class DnnlGemm:
+    """Gemm(A, B, C) with transA = 0, α = 1 and C a bias of one or N values (β·C made once per C tensor)."""
+
+    @staticmethod
+    def supports(layer, device):
+        return _reason(layer, device) or gemm_form_reason(layer)
+
+    @staticmethod
+    def fits(layer, cfg, inputs):
+        a, b = inputs[0], inputs[1]
+        c = inputs[2] if len(inputs) > 2 else None
+        return (_operand_reason(a, b, bool(layer.attrs.get("transB", 0)), None, None)
+                or gemm_c_reason(layer, b, c))
+
+    @staticmethod
+    def build(layer, cfg, device):
+        trans_b, beta = bool(int(layer.attrs.get("transB", 0))), float(layer.attrs.get("beta", 1.0))
+        run = MatMulRunner(trans_b)
+        scaled: list = [None, None]                       # (C tensor, β·C) of the last C seen
+
+        def kernel(inputs):
+            why = DnnlGemm.fits(layer, cfg, inputs)
+            if why is not None:
+                refuse(layer, "cpu_dnnl", why)
+            a, b = inputs[0], inputs[1]
+            c = inputs[2] if len(inputs) > 2 and beta != 0 else None
+            if c is not None and scaled[0] is not c:
+                scaled[:] = [c, (c.reshape(-1).to(torch.float32) * beta).contiguous()]
+            return [run(a, b, scaled[1] if c is not None else None)]
+        return kernel
