@@ -28,6 +28,7 @@ from . import quant_int_mm  # noqa: F401  (QuantizedMatMul/Conv: torch._int_mm, 
 from . import fp8_scaled_mm  # noqa: F401  (QuantizedMatMul/Conv in FP8 E4M3: torch._scaled_mm on Hopper)
 from . import quant_float_exact  # noqa: F401  (QuantizedConv/ConvTranspose, depthwise too: exact float32 conv)
 from . import torch_rnn  # noqa: F401  (RNN/GRU/LSTM through torch's fused recurrent kernels)
+from . import cpu_dnnl_rnn  # noqa: F401  (CPU: GRU/LSTM as one oneDNN RNN primitive call, C API)
 from . import contrib_quant  # noqa: F401  (com.microsoft QGemm / DynamicQuantizeLSTM: torch._int_mm, exact int32)
 from . import contrib_attention  # noqa: F401  (com.microsoft MultiHeadAttention / GroupQueryAttention: SDPA)
 from . import sparse_gemm  # noqa: F401  (SparseGemm: 2:4 semi-structured sparse GEMM on CUDA, dense elsewhere)

@@ -44,6 +44,12 @@ ELTWISE = {"relu": 32, "tanh": 33, "elu": 34, "linear": 38, "soft_relu": 39, "ha
 STATUS = {1: "out of memory", 2: "invalid arguments", 3: "unimplemented", 4: "no implementation fits",
           5: "runtime error", 6: "not required"}
 WHEEL = "onednn-cpu-gomp==2023.2.0"
+# RNN primitives (dnnl_types.h): direction, the execute arguments beyond SRC/WEIGHTS/DST (= *_LAYER), and the query
+# of an execute argument's memory descriptor (index: the argument id)
+RNN_DIRECTION = {"forward": 1, "reverse": 2, "bidirectional": 3}   # left2right, right2left, bidirectional_concat
+ARG_SRC_ITER, ARG_SRC_ITER_C, ARG_DST_ITER, ARG_DST_ITER_C = 2, 3, 18, 19
+ARG_WEIGHTS_ITER, ARG_WEIGHTS_PEEPHOLE = 34, 35
+QUERY_EXEC_ARG_MD = 255
 
 _vp = ctypes.c_void_p
 _P = ctypes.POINTER(_vp)
@@ -86,6 +92,12 @@ _SIGNATURES = {   # name: (restype, argtypes)
     "dnnl_convolution_forward_primitive_desc_create": (
         ctypes.c_int, [_P, _vp, ctypes.c_int, ctypes.c_int, _vp, _vp, _vp, _vp, Dims, Dims, Dims, Dims, _vp]),
     "dnnl_matmul_primitive_desc_create": (ctypes.c_int, [_P, _vp, _vp, _vp, _vp, _vp, _vp]),
+    "dnnl_lbr_gru_forward_primitive_desc_create": (ctypes.c_int, [_P, _vp, ctypes.c_int, ctypes.c_int] + [_vp] * 7
+                                                   + [ctypes.c_uint, _vp]),
+    "dnnl_gru_forward_primitive_desc_create": (ctypes.c_int, [_P, _vp, ctypes.c_int, ctypes.c_int] + [_vp] * 7
+                                               + [ctypes.c_uint, _vp]),
+    "dnnl_lstm_forward_primitive_desc_create": (ctypes.c_int, [_P, _vp, ctypes.c_int, ctypes.c_int] + [_vp] * 11
+                                                + [ctypes.c_uint, _vp]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [_P, _vp, _vp, _vp, _vp, _vp]),
     "dnnl_primitive_desc_query": (ctypes.c_int, [_vp, ctypes.c_int, ctypes.c_int, _vp]),
     "dnnl_primitive_desc_query_md": (_vp, [_vp, ctypes.c_int, ctypes.c_int]),
