@@ -138,7 +138,7 @@ def _fused_runner(layer):
 
     def run(inputs):
         x, w, bias, residual, slope = [inputs[k] if len(inputs) > k else None for k in range(5)]
-        _check(layer, x, w)
+        check_operands(layer, x, w)
         if residual is None:
             if post is not None:
                 return conv_nhwc(x, w, bias, attrs, post)
@@ -156,11 +156,24 @@ def _fused_runner(layer):
     return run
 
 
-def _check(layer, x, w):
+def check_operands(layer, x, w, tactic_name: str = "cpu_onednn_nhwc"):
+    """Raise when a kernel is handed operands its fits() would have rejected at build."""
     why = _fits(layer, {}, [x, w])
     if why is not None:
-        raise ValueError(f"tactic cpu_onednn_nhwc got inputs it does not take for layer {layer.name!r}: {why} "
+        raise ValueError(f"tactic {tactic_name} got inputs it does not take for layer {layer.name!r}: {why} "
                          "(fits() rejects such layers at build; rebuild the engine)")
+
+
+def conv_pool_kernel(layer, run):
+    """FusedConvPool's kernel from a FusedConv run(inputs) -> y: [y, or None when nothing else reads it; P = the
+    mean of y over its positions]."""
+    pool = get_spec("GlobalAveragePool").reference
+    store_y = bool(layer.outputs and layer.outputs[0])
+
+    def kernel(inputs):
+        y = run(inputs)
+        return [y if store_y else None, pool(y)]
+    return kernel
 
 
 @tactic("Conv", name="cpu_onednn_nhwc", priority=8)
@@ -175,7 +188,7 @@ class ConvOneDnn:
 
         def run(inputs):
             x, w = inputs[0], inputs[1]
-            _check(layer, x, w)
+            check_operands(layer, x, w)
             return [conv_nhwc(x, w, inputs[2] if len(inputs) > 2 else None, attrs)]
         return run
 
@@ -201,11 +214,4 @@ class FusedConvPoolOneDnn:
 
     @staticmethod
     def build(layer, cfg, device):
-        run = _fused_runner(layer)
-        pool = get_spec("GlobalAveragePool").reference
-        store_y = bool(layer.outputs and layer.outputs[0])
-
-        def kernel(inputs):
-            y = run(inputs)
-            return [y if store_y else None, pool(y)]
-        return kernel
+        return conv_pool_kernel(layer, _fused_runner(layer))

@@ -24,21 +24,16 @@ import threading
 
 import torch
 
-from ..ir import get_spec
 from . import onednn_capi as dn
-from .cpu_conv_onednn import _fits, _geometry, fusable_residual, static_geometry
+from .cpu_conv_onednn import _fits, _geometry, check_operands, conv_pool_kernel, fusable_residual, static_geometry
 from .registry import tactic
 from .torch_fused import epilogue_, epilogue_attrs
 
 
 def _reason(layer, device) -> str | None:
-    if device.type != "cpu":
-        return "oneDNN primitives through its C library are a CPU tactic"
-    why = dn.unavailable_reason()
+    why = dn.tactic_reason(layer, device)
     if why is not None:
         return why
-    if layer.precision not in (None, "float32"):
-        return f"a {layer.precision} layer (this tactic runs float32)"
     ks = layer.attrs.get("kernel_shape")
     if ks is not None and len(ks) != 2:
         return f"only 2-D convolutions (kernel_shape {list(ks)})"
@@ -100,7 +95,8 @@ class ConvPrimitive:
 
 
 class ConvRunner:
-    """run(x, w, bias, residual, slope) -> y for one layer: a primitive per (input shape, post-op list), created on
+    """run(x, w, bias, residual, slope) -> y for one layer: a primitive per (input shape, post-op list, thread count:
+    oneDNN sizes a primitive's thread team when it is created, so it is made under the count it runs at), created on
     first use and kept. The whole epilogue rides as post-ops unless the residual only broadcasts to y or the PRelu
     slope is neither per channel nor one value: then the convolution and bias run here and torch's in-place epilogue
     finishes (as cpu_conv_onednn does)."""
@@ -120,7 +116,7 @@ class ConvRunner:
         return (("add",),) + act if self.res_first else act + (("add",),)
 
     def __call__(self, x, w, bias=None, residual=None, slope=None):
-        _check(self.layer, x, w)
+        check_operands(self.layer, x, w, "cpu_dnnl")
         fuse_res = residual is not None and fusable_residual(self.static, x, w, residual)
         fuse_act = self.act != "PRelu" or (slope is not None and slope.numel() in (1, w.shape[0]))
         if fuse_act and (residual is None or fuse_res):
@@ -130,7 +126,7 @@ class ConvRunner:
 
     def _execute(self, x, w, bias, posts: tuple, residual, slope):
         x = x.contiguous(memory_format=torch.channels_last)
-        key = (tuple(x.shape), bias is not None, posts)
+        key = (tuple(x.shape), bias is not None, posts, torch.get_num_threads())   # made under the count it runs at
         p = self.prims.get(key)
         if p is None:
             with self.lock:
@@ -150,13 +146,6 @@ class ConvRunner:
                             if kind == "residual" else slope.reshape(-1).to(torch.float32).contiguous())
         p.prim.execute([t.data_ptr() for t in operands])
         return y
-
-
-def _check(layer, x, w):
-    why = _fits(layer, {}, [x, w])
-    if why is not None:
-        raise ValueError(f"tactic cpu_dnnl got inputs it does not take for layer {layer.name!r}: {why} "
-                         "(fits() rejects such layers at build; rebuild the engine)")
 
 
 @tactic("Conv", name="cpu_dnnl", priority=9)
@@ -201,10 +190,4 @@ class FusedConvPoolDnnl:
     @staticmethod
     def build(layer, cfg, device):
         run = _fused(layer)
-        pool = get_spec("GlobalAveragePool").reference
-        store_y = bool(layer.outputs and layer.outputs[0])
-
-        def kernel(inputs):
-            y = run(*_operands(inputs))
-            return [y if store_y else None, pool(y)]
-        return kernel
+        return conv_pool_kernel(layer, lambda inputs: run(*_operands(inputs)))

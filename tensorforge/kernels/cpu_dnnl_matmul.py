@@ -25,17 +25,6 @@ from .registry import tactic
 from .torch_fused import epilogue_attrs, epilogue_operands
 
 
-def _reason(layer, device) -> str | None:
-    if device.type != "cpu":
-        return "oneDNN primitives through its C library are a CPU tactic"
-    why = dn.unavailable_reason()
-    if why is not None:
-        return why
-    if layer.precision not in (None, "float32"):
-        return f"a {layer.precision} layer (this tactic runs float32)"
-    return None
-
-
 def _operand_reason(a, b, trans_b: bool, bias, residual, what: str = "a bias") -> str | None:
     if a is None or b is None:
         return None
@@ -94,7 +83,8 @@ class MatMulPrimitive:
 
 
 class MatMulRunner:
-    """run(a, b, bias, residual) -> y: a primitive per (rows, bias?, residual?) made on first use and kept."""
+    """run(a, b, bias, residual) -> y: a primitive per (rows, bias?, residual?, thread count — made under the count
+    it runs at, as oneDNN sizes its thread team at creation) made on first use and kept."""
 
     def __init__(self, trans_b: bool, act="none", alpha=0.0, beta=0.0, res_first=0):
         self.trans_b, self.lib = trans_b, dn.library()
@@ -117,7 +107,7 @@ class MatMulRunner:
         n = b.shape[0] if self.trans_b else b.shape[1]
         x = a.reshape(-1, k).contiguous()
         m = x.shape[0]
-        key = (m, bias is not None, residual is not None)
+        key = (m, bias is not None, residual is not None, torch.get_num_threads())   # made under the count it runs at
         p = self.prims.get(key)
         if p is None:
             with self.lock:
@@ -140,7 +130,7 @@ class MatMulRunner:
 class DnnlMatMulEpilogue:
     @staticmethod
     def supports(layer, device):
-        why = _reason(layer, device)
+        why = dn.tactic_reason(layer, device)
         if why is not None:
             return why
         if float(layer.attrs.get("scale", 1.0)) != 1.0:
@@ -175,7 +165,7 @@ class DnnlGemm:
 
     @staticmethod
     def supports(layer, device):
-        return _reason(layer, device) or gemm_form_reason(layer)
+        return dn.tactic_reason(layer, device) or gemm_form_reason(layer)
 
     @staticmethod
     def fits(layer, cfg, inputs):

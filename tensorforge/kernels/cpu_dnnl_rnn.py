@@ -50,13 +50,9 @@ PEEPHOLES = (0, 2, 1)              # oneDNN [i, f, o] from ONNX P = [i, o, f]
 
 
 def _reason(layer, device) -> str | None:
-    if device.type != "cpu":
-        return "oneDNN primitives through its C library are a CPU tactic"
-    why = dn.unavailable_reason()
+    why = dn.tactic_reason(layer, device)
     if why is not None:
         return why
-    if layer.precision not in (None, "float32"):
-        return f"a {layer.precision} layer (this tactic runs float32)"
     a = layer.attrs
     if a.get("clip") is not None:
         return "clip bounds the gate pre-activations; oneDNN's RNN cells have no clip"

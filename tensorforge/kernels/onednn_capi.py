@@ -335,6 +335,19 @@ def unavailable_reason() -> str | None:
     return _LIB[0] if isinstance(_LIB[0], str) else None
 
 
+def tactic_reason(layer, device) -> str | None:
+    """Why a float32 CPU tactic on these primitives cannot run `layer` on `device` (another device, the library
+    missing, another precision), else None."""
+    if device.type != "cpu":
+        return "oneDNN primitives through its C library are a CPU tactic"
+    why = unavailable_reason()
+    if why is not None:
+        return why
+    if layer.precision not in (None, "float32"):
+        return f"a {layer.precision} layer (this tactic runs float32)"
+    return None
+
+
 def _load():
     path = find_library()
     if path is None:

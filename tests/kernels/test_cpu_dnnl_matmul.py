@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tensorforge as tfg
 from oracle import ort_run
-from kernels.test_cpu_onednn import closed_form
+from kernels.test_cpu_gemv import _want
 from tensorforge.engine import from_bytes
 from tensorforge.ir import Layer
 from tensorforge.kernels import cpu_dnnl_matmul as dm
@@ -26,14 +26,6 @@ ACTS = [("none", 0.0, 0.0), ("Relu", 0.0, 0.0), ("Sigmoid", 0.0, 0.0), ("Tanh", 
 
 def _layer(op, n_inputs, **attrs):
     return Layer("fc", op, [f"i{k}" for k in range(n_inputs)], ["y"], attrs)
-
-
-def _want(a, w, bias, act, alpha, beta, residual=None, before=False):
-    y = a.double() @ w.double() + (bias.double() if bias is not None else 0)
-    if residual is not None and before:
-        y = y + residual.double()
-    y = closed_form(act, alpha, beta, y)
-    return y + residual.double() if residual is not None and not before else y
 
 
 @pytest.mark.parametrize("act,alpha,beta", ACTS)

@@ -8,11 +8,11 @@ import torch
 import tensorforge as tfg
 from oracle import assert_close, ort_run
 from tensorforge.kernels import torch_rnn
-from kernels.test_torch_rnn import rnn_model
+from kernels.test_torch_rnn import rnn_model, torch_fused_only  # noqa: F401  (a fixture)
 
 
 @pytest.mark.parametrize("op,hidden,want_threads", [("GRU", 6, 1), ("LSTM", 6, 1), ("GRU", 600, 2)])
-def test_small_steps_run_on_one_thread(op, hidden, want_threads, monkeypatch):
+def test_small_steps_run_on_one_thread(op, hidden, want_threads, monkeypatch, torch_fused_only):
     gates = {"GRU": 3, "LSTM": 4}[op]
     assert (3 * gates * hidden * hidden <= torch_rnn.SMALL_STEP) == (want_threads == 1)   # batch 3 in rnn_model
     kw = {"linear_before_reset": 1} if op == "GRU" else {}

@@ -76,7 +76,8 @@ _ONEDNN = torch.backends.mkldnn.is_available()
 
 
 @pytest.mark.parametrize("op,name", [("Attention", "torch_sdpa"), ("LayerNormalization", "torch_layer_norm"),
-                                     ("MatMulEpilogue", "onednn_linear" if _ONEDNN else "torch_addmm"),
+                                     ("MatMulEpilogue", "cpu_dnnl" if onednn_capi.library() is not None else
+                                      "onednn_linear" if _ONEDNN else "torch_addmm"),
                                      ("FusedConv", "cpu_dnnl" if onednn_capi.library() is not None else
                                       "cpu_onednn_nhwc" if _ONEDNN else "torch_conv")])
 def test_library_tactic_preferred_over_the_reference_on_cpu(op, name):

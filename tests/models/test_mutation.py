@@ -31,6 +31,8 @@ from tensorforge.kernels import onednn_capi, registry
 TESTS = Path(__file__).resolve().parents[1]
 # the CPU convolution tactic builds choose: oneDNN primitives through its C library when it is installed
 CPU_CONV = "cpu_dnnl" if onednn_capi.library() is not None else "cpu_onednn_nhwc"
+# the CPU linear tactic untimed builds choose: oneDNN matmul primitives (C library) first, torch's oneDNN linear else
+CPU_LINEAR = "cpu_dnnl" if onednn_capi.library() is not None else "onednn_linear"
 
 
 def _module(path: Path):
@@ -122,8 +124,8 @@ def test_light_check_passes_with_the_identity_mutation(monkeypatch):
 
 
 CNN_TARGETS = {"resnet": ("FusedConv", CPU_CONV), "mobilenet_v3": ("FusedConv", CPU_CONV),
-               "efficientnet": ("FusedConv", CPU_CONV), "convnext": ("MatMulEpilogue", "onednn_linear"),
-               "vit": ("MatMulEpilogue", "onednn_linear")}
+               "efficientnet": ("FusedConv", CPU_CONV), "convnext": ("MatMulEpilogue", CPU_LINEAR),
+               "vit": ("MatMulEpilogue", CPU_LINEAR)}
 
 
 @pytest.mark.parametrize("name", list(CNN_TARGETS))
@@ -142,14 +144,14 @@ def test_transformer_check_catches_a_broken_linear(kind, monkeypatch, tmp_path):
     pytest.importorskip("transformers")
     tr = _module(TESTS / "models" / "test_transformer_models.py")
     _caught(lambda: tr.check_dynamic_profile(kind, "legacy-17", tmp_path), monkeypatch,
-            "MatMulEpilogue", "onednn_linear")
+            "MatMulEpilogue", CPU_LINEAR)
 
 
 def test_transformer_check_passes_with_the_identity_mutation(monkeypatch, tmp_path):
     pytest.importorskip("transformers")
     tr = _module(TESTS / "models" / "test_transformer_models.py")
     _passes(lambda: tr.check_dynamic_profile("bert", "legacy-17", tmp_path), monkeypatch,
-            "MatMulEpilogue", "onednn_linear")
+            "MatMulEpilogue", CPU_LINEAR)
 
 
 @pytest.mark.parametrize("dynamo,opset,ops", [(False, 11, ["Div", "Erf", "Add", "Mul", "Mul"] * 2),
@@ -177,11 +179,11 @@ def _fusion_case():
 
 
 def test_fusion_check_catches_a_broken_linear(monkeypatch):
-    _caught(_fusion_case(), monkeypatch, "MatMulEpilogue", "onednn_linear")
+    _caught(_fusion_case(), monkeypatch, "MatMulEpilogue", CPU_LINEAR)
 
 
 def test_fusion_check_passes_with_the_identity_mutation(monkeypatch):
-    _passes(_fusion_case(), monkeypatch, "MatMulEpilogue", "onednn_linear")
+    _passes(_fusion_case(), monkeypatch, "MatMulEpilogue", CPU_LINEAR)
 
 
 def _gpu_check_row(name="squeezenet"):

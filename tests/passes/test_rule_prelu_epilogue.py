@@ -47,9 +47,11 @@ def test_conv_prelu_then_residual():
 
 
 def test_the_oracle_sees_a_wrong_slope(monkeypatch):
-    """The check can fail: a torch tactic that drops the slope (plain ReLU) is caught against onnxruntime."""
-    from tensorforge.kernels import torch_fused
+    """The check can fail: tactics that drop the slope (plain ReLU) are caught against onnxruntime — torch's
+    epilogue and the oneDNN primitives' PRelu post-op (kernels/onednn_capi.py) both broken."""
+    from tensorforge.kernels import onednn_capi, torch_fused
     monkeypatch.setattr(torch_fused, "prelu_", lambda y, slope: y.relu_())
+    monkeypatch.setattr(onednn_capi.PostOps, "prelu", lambda self, mask, slope_md: self.activation("Relu", 0, 0))
     x = torch.randn(1, 3, 7, 7)
     model = export_quiet(ConvPRelu(8), (x,), opset=17)
     with pytest.raises(AssertionError):
