@@ -23,6 +23,7 @@ from . import cpu_conv_kx1  # noqa: F401  (CPU: K×1 convolutions as conv1d alon
 from . import cpu_conv_onednn  # noqa: F401  (CPU: oneDNN channels-last convolution, packed weights, fused epilogue)
 from . import cpu_dnnl_conv  # noqa: F401  (CPU: oneDNN convolution primitives made once per shape, C API)
 from . import cpu_dnnl_matmul  # noqa: F401  (CPU: oneDNN matmul primitives made once per row count, C API)
+from . import cpu_dnnl_pool  # noqa: F401  (CPU: oneDNN max pooling primitive made once per shape, C API)
 from . import cpu_shape_ops  # noqa: F401  (CPU: Reshape/Unsqueeze/Squeeze with parsed shapes kept, scalar Gather)
 from . import quant_int_mm  # noqa: F401  (QuantizedMatMul/Conv: torch._int_mm, exact int32, on CUDA and CPU)
 from . import fp8_scaled_mm  # noqa: F401  (QuantizedMatMul/Conv in FP8 E4M3: torch._scaled_mm on Hopper)

@@ -38,6 +38,7 @@ QUERY_SRC_MD, QUERY_WEIGHTS_MD, QUERY_DST_MD, QUERY_IMPL_INFO = 129, 131, 133, 8
 ARG_SRC, ARG_SRC_1, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 2, 17, 33, 41
 POST_OP_ARG_BASE = 32768                     # DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) = BASE · (i + 1)
 BINARY_ADD = 131056
+POOLING_MAX = 511
 RUNTIME_OMP = 2
 ELTWISE = {"relu": 32, "tanh": 33, "elu": 34, "linear": 38, "soft_relu": 39, "hardsigmoid": 40, "logistic": 41,
            "gelu_tanh": 43, "swish": 44, "clip_v2": 47, "gelu_erf": 49, "mish": 51, "hardswish": 52}
@@ -98,6 +99,8 @@ _SIGNATURES = {   # name: (restype, argtypes)
                                                + [ctypes.c_uint, _vp]),
     "dnnl_lstm_forward_primitive_desc_create": (ctypes.c_int, [_P, _vp, ctypes.c_int, ctypes.c_int] + [_vp] * 11
                                                 + [ctypes.c_uint, _vp]),
+    "dnnl_pooling_forward_primitive_desc_create": (
+        ctypes.c_int, [_P, _vp, ctypes.c_int, ctypes.c_int, _vp, _vp, Dims, Dims, Dims, Dims, Dims, _vp]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [_P, _vp, _vp, _vp, _vp, _vp]),
     "dnnl_primitive_desc_query": (ctypes.c_int, [_vp, ctypes.c_int, ctypes.c_int, _vp]),
     "dnnl_primitive_desc_query_md": (_vp, [_vp, ctypes.c_int, ctypes.c_int]),
