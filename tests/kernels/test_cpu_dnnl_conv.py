@@ -165,6 +165,26 @@ def test_weights_packed_once_per_engine():
     assert onednn_capi.PACK_COUNT[0] - start == 2 * n_conv
 
 
+def test_a_primitive_per_thread_count():
+    """oneDNN sizes a primitive's thread team when it is made, so a call under another intra-op thread count
+    (a context's --threads, torch_rnn's one-thread rule) gets its own primitive, made under that count; the
+    result is the same."""
+    from tensorforge.util.cpu_threads import cpu_threads
+    layer = _layer("FusedConv", 3, kernel_shape=[3, 3], pads=[1, 1, 1, 1], activation="Relu")
+    x, w, b = torch.randn(1, 8, 10, 10), torch.randn(16, 8, 3, 3), torch.randn(16)
+    runner = dc.ConvRunner(layer, "Relu")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        two = runner(x, w, b)
+        with cpu_threads(1):
+            one = runner(x, w, b)
+        assert sorted(key[-1] for key in runner.prims) == [1, 2]
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(one, two, rtol=1e-6, atol=1e-6)
+
+
 def test_one_openmp_runtime_in_the_process():
     """The library binds the libgomp.so.1 torch loaded (so torch.set_num_threads sets its thread count too), not a
     second OpenMP runtime whose pool would compete with torch's for the cores."""
