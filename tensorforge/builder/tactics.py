@@ -246,12 +246,8 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
                 if walk is not None:
                     walk.untimed(layer)
             elif _layout_bound(layer, device, config):
-                same_layout = [(t, c) for t, c in found if t.out_layout == "channels_last"]
-                if len(same_layout) > 1:                  # the channels-last tactics, timed against each other
-                    _choose_timed(layer, same_layout, walk, timer, cache, dev_key, config, report)
-                else:
-                    _first_fit_run_once(layer, found, walk)
-                    report.untimed_layers += 1
+                _first_fit_run_once(layer, found, walk)
+                report.untimed_layers += 1
             else:
                 if progress is not None and hasattr(progress, "timing"):
                     progress.timing(layer, len(found))       # the bar names the layer being timed
@@ -276,9 +272,10 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
 # NCHW convolution often wins alone and then costs its consumers an NHWC copy each: in one process, alternating
 # blocks, 2 threads (2026-12-04), timed vs untimed builds ran resnet50 b1 40.4 vs 36.8 ms, MobileNetV3 b1 9.5 vs
 # 8.8 ms, a YOLO-style detector at 640² 25.7 vs 22.1 ms. Timing them in network context would do better still.
-# The channels-last tactics (oneDNN primitives through its C library, and torch's per-call oneDNN op) hand their
-# consumers the same layout, so those are timed against each other (the older oneDNN wheel loses a few layers,
-# e.g. a 3-channel 7×7/2 stem: 0.87 against 0.78 ms).
+# The first fit is oneDNN's primitives through its C library (kernels/cpu_dnnl_conv.py) where that is installed, not
+# timed against torch's per-call oneDNN op: timed alone the two swap places on noise, and one engine mixing the two
+# oneDNN copies was not faster (ResNet-50 b8, one process, 2026-12-05: all C-API 267 ms, all torch-op 282, the
+# timed mix 288).
 _CPU_LAYOUT_BOUND = {"Conv", "FusedConv", "FusedConvPool"}
 
 

@@ -178,7 +178,6 @@ def conv_pool_kernel(layer, run):
 
 @tactic("Conv", name="cpu_onednn_nhwc", priority=8)
 class ConvOneDnn:
-    out_layout = "channels_last"
     supports = staticmethod(_reason)
     fits = staticmethod(_fits)
 
@@ -195,7 +194,6 @@ class ConvOneDnn:
 
 @tactic("FusedConv", name="cpu_onednn_nhwc", priority=8)
 class FusedConvOneDnn:
-    out_layout = "channels_last"
     supports = staticmethod(_reason)
     fits = staticmethod(_fits)
 
@@ -208,7 +206,6 @@ class FusedConvOneDnn:
 @tactic("FusedConvPool", name="cpu_onednn_nhwc", priority=8)
 class FusedConvPoolOneDnn:
     """FusedConv here, then P = mean of y over its positions (y is not returned when nothing else reads it)."""
-    out_layout = "channels_last"
     supports = staticmethod(_reason)
     fits = staticmethod(_fits)
 

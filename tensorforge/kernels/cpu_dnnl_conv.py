@@ -15,8 +15,8 @@ Asymmetric pads, groups (depthwise included) and dilations are the primitive's o
 only broadcasts to y (oneDNN's binary post-op takes it, but the ONNX broadcast is kept exact here) runs the rest of
 the epilogue through torch's in-place epilogue.
 
-Priority above cpu_onednn_nhwc: the untimed first fit when the library is installed (without it `supports` says
-so); timed CPU builds time the two channels-last tactics against each other (builder/tactics.py `_layout_bound`).
+Priority above cpu_onednn_nhwc: the CPU convolutions' untimed first fit (builder/tactics.py `_layout_bound`) when
+the library is installed; without it `supports` says so and cpu_onednn_nhwc is the first fit.
 """
 
 import ctypes
@@ -150,7 +150,6 @@ class ConvRunner:
 
 @tactic("Conv", name="cpu_dnnl", priority=9)
 class ConvDnnl:
-    out_layout = "channels_last"
     supports = staticmethod(_reason)
     fits = staticmethod(_fits)
 
@@ -170,7 +169,6 @@ def _operands(inputs):
 
 @tactic("FusedConv", name="cpu_dnnl", priority=9)
 class FusedConvDnnl:
-    out_layout = "channels_last"
     supports = staticmethod(_reason)
     fits = staticmethod(_fits)
 
@@ -183,7 +181,6 @@ class FusedConvDnnl:
 @tactic("FusedConvPool", name="cpu_dnnl", priority=9)
 class FusedConvPoolDnnl:
     """FusedConv here, then P = mean of y over its positions (y is not returned when nothing else reads it)."""
-    out_layout = "channels_last"
     supports = staticmethod(_reason)
     fits = staticmethod(_fits)
 

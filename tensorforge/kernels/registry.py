@@ -35,9 +35,6 @@ class Tactic:
     # optional fits(layer, cfg, inputs) -> reason | None: whether one config suits the inputs' shapes (judged when
     # tactics are timed, on the opt-point inputs); a config that does not fit is not timed
     fits: Callable[[Layer, dict, list], str | None] | None = None
-    # "channels_last": the CPU convolution tactics that take and return NHWC (their consumers see one layout, so
-    # the builder times them against each other and not against NCHW ones: builder/tactics.py `_layout_bound`)
-    out_layout: str = ""
 
     def id(self, cfg: dict[str, Any]) -> str:
         base = f"{self.op.lower() if self.op != '*' else 'any'}.{self.name}"
@@ -69,8 +66,7 @@ def _load_optional() -> None:
 def tactic(op: str, name: str, configs: list[dict] | None = None, priority: int = 0):
     """Class decorator: the class provides static `supports(layer, device)` and `build(layer, cfg, device)`."""
     def wrap(cls):
-        t = Tactic(op, name, cls.supports, cls.build, list(configs or [{}]), priority, getattr(cls, "fits", None),
-                   getattr(cls, "out_layout", ""))
+        t = Tactic(op, name, cls.supports, cls.build, list(configs or [{}]), priority, getattr(cls, "fits", None))
         existing = _TACTICS.setdefault(op, [])
         if any(e.name == name for e in existing):
             raise ValueError(f"tactic {op}.{name} registered twice")
