@@ -137,6 +137,24 @@ def _overhead(ctx, feed, iterations: int) -> tuple[dict, list]:
              "iterations": iterations}, [float(np.median(t)) for t in per_layer])
 
 
+def _torch_ops_engine(onnx_bytes: bytes, untimed: bool):
+    """A context of the engine built with oneDNN's C library hidden (kernels/onednn_capi.py), i.e. on torch's ops;
+    None when the library is not installed (then the main engine is that engine already)."""
+    import tensorforge as tfg
+    from tensorforge.kernels import onednn_capi
+    from tensorforge.runtime import ExecutionContext
+    if onednn_capi.library() is None:
+        return None
+    saved = list(onednn_capi._LIB)
+    onednn_capi._LIB[:] = ["hidden for the A/B column (--ab-torch-ops)"]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            engine = tfg.build(onnx_bytes, device="cpu", timing_cache=None if untimed else os.path.join(tmp, "t.json"))
+    finally:
+        onednn_capi._LIB[:] = saved
+    return ExecutionContext(engine.data, "cpu")
+
+
 def _first(outs):
     return outs[0] if isinstance(outs, (list, tuple)) else next(iter(outs.values()))
 
@@ -151,6 +169,9 @@ def main(argv=None) -> int:
     p.add_argument("--omp-wait-policy", default="default", choices=["default", "passive", "active"],
                    help="torch's libgomp wait policy (read before torch loads: write --omp-wait-policy=X); default: "
                    "libgomp's own, spinning a while, as onnxruntime's pool does")
+    p.add_argument("--ab-torch-ops", action="store_true", help="also time, in the same blocks, an engine built with "
+                   "oneDNN's C library hidden (torch's per-call oneDNN/ATen ops, the tactics before it): the same-run "
+                   "measure of what the C-API primitives change")
     p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     p.add_argument("--label", default=None, help="what was measured (default: the checkout's commit, "
                    "'+changes' when the working tree differs from it); recorded as environment.label")
@@ -179,6 +200,8 @@ def main(argv=None) -> int:
                                timing_cache=None if args.untimed else os.path.join(tmp, "timing.json"))
         build_s = time.perf_counter() - t0
         ctx = ExecutionContext(engine.data, "cpu")
+        runners = {"onnxruntime": lambda: sess.run(None, np_feed), "tensorforge": lambda: ctx.run(feed)}
+        ab = _torch_ops_engine(onnx_bytes, args.untimed) if args.ab_torch_ops else None
         feed = {k: torch.from_numpy(v) for k, v in np_feed.items()}
         want = sess.run(None, np_feed)[0]
         got = _first(ctx.run(feed)).numpy()
@@ -189,8 +212,10 @@ def main(argv=None) -> int:
         sess.run(None, np_feed)
         one = (time.perf_counter() - t0) * 500           # ms per call, the two engines' mean
         per_block = int(min(30, max(3, args.block_ms / max(one, 1e-3))))
-        times = _timed_apart({"onnxruntime": lambda: sess.run(None, np_feed), "tensorforge": lambda: ctx.run(feed)},
-                             args.blocks, per_block)
+        if ab is not None:
+            ab_got = _first(ab.run(feed)).numpy()
+            runners["torch_ops"] = lambda: ab.run(feed)
+        times = _timed_apart(runners, args.blocks, per_block)
         ort_st, tf_st = stats(times["onnxruntime"]), stats(times["tensorforge"])
         over, per_layer = _overhead(ctx, feed, max(3, per_block))
         row = {"model": name, "onnxruntime": ort_st, "tensorforge": tf_st,
@@ -201,6 +226,11 @@ def main(argv=None) -> int:
                "tactics": {k: v for k, v in (engine.data.build_info.get("tactics") or {}).items()
                            if k in ("timed_layers", "measurements", "untimed_layers")},
                "passes": {k: v for k, v in (engine.data.build_info.get("passes") or {}).items() if v}}
+        if ab is not None:
+            ab_st = stats(times["torch_ops"])
+            row["tensorforge_torch_ops"] = {**ab_st, "ratio": round(ab_st["median_ms"] / ort_st["median_ms"], 3),
+                                            "matches": bool(np.allclose(ab_got, want, rtol=1e-3, atol=1e-4)),
+                                            "c_api_speedup": round(ab_st["median_ms"] / tf_st["median_ms"], 3)}
         rows.append(row)
         total = sum(per_layer) or 1.0
         order = sorted(range(len(per_layer)), key=lambda i: -per_layer[i])
@@ -220,7 +250,7 @@ def main(argv=None) -> int:
         print(f"{name:<18} ort {ort_st['median_ms']:9.3f} ms  tensorforge {tf_st['median_ms']:9.3f} ms  ratio "
               f"{row['ratio']:.2f}  max|diff| {diff:.1e}{'' if ok else ' MISMATCH'}  overhead "
               f"{over['per_layer_us']:.1f} µs/layer ({over['pct']:.1f} %)", flush=True)
-        del ctx, engine, sess
+        del ctx, engine, sess, ab
     ranked = [r["model"] for r in sorted(rows, key=lambda r: -r["ratio"])]
     slowest = ranked[0] if ranked else None
     by_name = {r["model"]: r for r in rows}
@@ -241,7 +271,8 @@ def main(argv=None) -> int:
     env = res["environment"]
     md = [f"# CPU: tensorforge vs onnxruntime ({THREADS} threads each, {platform.machine()}, {env['cpus']} cores)"
           + (f", {env['label']}" if env.get("label") else ""), "",
-          f"`PYTHONPATH=. python bench/cpu.py`: each engine timed apart in {args.blocks} alternating blocks (one process),"
+          f"`PYTHONPATH=. python bench/cpu.py{''.join(' ' + a for a in (sys.argv[1:] if argv is None else argv))}`: "
+          f"each engine timed apart in {args.blocks} alternating blocks (one process),"
           f" median of all runs, ± the p10–p90 spread. Load average before/after: {env['loadavg_before'][0]} / "
           f"{env['loadavg_after'][0]} (shared machine: absolute times are noisy, the ratio is the figure). "
           f"OMP_WAIT_POLICY={env['omp_wait_policy']} for torch's pool (--omp-wait-policy; onnxruntime's pool spins "
@@ -259,6 +290,18 @@ def main(argv=None) -> int:
                   f"{r['tensorforge']['median_ms']:.3f} ±{r['tensorforge']['spread_pct']:.0f}% | {r['ratio']:.2f} | "
                   f"{r['max_abs_diff']:.1e} | {'yes' if r['matches'] else 'NO'} | {o['per_layer_us']:.1f} ({o['pct']:.1f}%) | "
                   f"{r['device_layers']} | {top} |")
+    ab_rows = [r for r in rows if "tensorforge_torch_ops" in r]
+    if ab_rows:
+        md += ["", "### Same run: the engine on torch's ops (oneDNN's C library hidden at build, --ab-torch-ops)", "",
+               "Timed in the same alternating blocks as the two columns above: what the oneDNN C-API primitives "
+               "(kernels/cpu_dnnl_*.py) change, measured in one run.", "",
+               "| model | tensorforge, torch's ops ms | its tf / ort | matches | C-API engine ms | torch ops ÷ C-API |",
+               "| --- | --- | --- | --- | --- | --- |"]
+        for r in ab_rows:
+            a = r["tensorforge_torch_ops"]
+            md.append(f"| {r['model']} | {a['median_ms']:.3f} ±{a['spread_pct']:.0f}% | {a['ratio']:.2f} | "
+                      f"{'yes' if a['matches'] else 'NO'} | {r['tensorforge']['median_ms']:.3f} | "
+                      f"{a['c_api_speedup']:.2f} |")
     md += ["", f"## Per-layer profiles of the {len(misses)} models slower than onnxruntime (ratio > 1), slowest first",
            "", "Top 12 layers by median kernel time (hooked uncaptured calls); then onnxruntime's profiler by op family "
            "and what would close the gap."]
