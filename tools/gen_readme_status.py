@@ -13,7 +13,7 @@ Fields read (each defensively: a missing file, section or field leaves its line 
   precision[].model/batch/precision/speedup_vs_fp16/run, precision[].accuracy_vs_ort_fp32.pass/.cosine;
   build_costs[] or build_cost: model, cold_s, warm_s, speedup.
 - bench/results/cpu-x86_64.json: environment.threads, environment.label; rows[].model, rows[].ratio (else
-  tensorforge.median_ms ÷ onnxruntime.median_ms).
+  tensorforge.median_ms ÷ onnxruntime.median_ms), rows[].tensorforge_torch_ops.c_api_speedup (--ab-torch-ops).
 - tests/onnx_backend/results.json (scripts/backend_suite.sh): passed, cases, failed, known_failures, excluded,
   onnx, ml_dtypes, commit, uncommitted_changes, date, seconds, expected_outputs_replaced_by_spec.
 """
@@ -204,8 +204,14 @@ def _cpu_lines(res: dict, fname: str) -> list[str]:
         return []
     threads, label = _get(res, "environment", "threads"), _get(res, "environment", "label")
     where = (f", {threads} threads" if threads else "") + (f", {label}" if isinstance(label, str) and label else "")
-    return [f"- CPU (`bench/results/{fname}`{where}): tensorforge ÷ onnxruntime "
-            "(below 1 is faster): " + ", ".join(parts) + "."]
+    lines = [f"- CPU (`bench/results/{fname}`{where}): tensorforge ÷ onnxruntime "
+             "(below 1 is faster): " + ", ".join(parts) + "."]
+    ab = [f"{r.get('model', '?')} {r['tensorforge_torch_ops']['c_api_speedup']:.2f}×" for r in res.get("rows") or []
+          if isinstance(r, dict) and isinstance(_get(r, "tensorforge_torch_ops", "c_api_speedup"), (int, float))]
+    if ab:
+        lines.append("- CPU, same run (`--ab-torch-ops`): the engine on torch's ops ÷ the engine on oneDNN's C-API "
+                     "primitives (above 1: the primitives are faster): " + ", ".join(ab) + ".")
+    return lines
 
 
 def _torch_backend_lines(cases: list) -> list[str]:
