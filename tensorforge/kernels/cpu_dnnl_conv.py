@@ -53,7 +53,7 @@ class ConvPrimitive:
         n, c, h, w_ = x_shape
         k, kh, kw = w_shape[0], w_shape[2], w_shape[3]
         out, begin, end, strides, dilations, groups = _geometry(static, tuple(x_shape[2:]), tuple(w_shape[2:]))
-        self.y_shape, self.last = (n, k, *out), None
+        self.y_shape = (n, k, *out)
         src, dst = lib.md(*_nhwc(n, c, h, w_)), lib.md(*_nhwc(n, k, *out))
         self.w_dims = [k, c // groups, kh, kw] if groups == 1 else [groups, k // groups, c // groups, kh, kw]
         wany = lib.md_any(self.w_dims)
@@ -78,20 +78,12 @@ class ConvPrimitive:
         args[1] = (dn.ARG_WEIGHTS, self.weights_md)
         self.post_operands = po.operands
         self.prim = dn.Primitive(lib, pd, args + po.args, [src, dst, wany, bias, *po.keep])
+        self.weights = dn.PackedSlot(self.prim, self.weights_md)
 
     def packed(self, lib, w: torch.Tensor) -> torch.Tensor:
-        """W in this primitive's weight layout (onednn_capi.packed_weight: once per engine and layout); the last
-        weight tensor seen and its packed form are kept here (a context's weights do not change)."""
-        last = self.last
-        if last is not None and last[0] is w:
-            return last[1]
-
-        def source():
-            src = w.detach().to(torch.float32).contiguous()
-            return src, self.w_dims, dn.contiguous_strides(self.w_dims)
-        packed = dn.packed_weight(lib, w, source, self.prim, self.weights_md)
-        self.last = (w, packed)
-        return packed
+        """W in this primitive's weight layout (onednn_capi.PackedSlot: once per engine and layout)."""
+        return self.weights.get(lib, w, lambda: (w.detach().to(torch.float32).contiguous(), self.w_dims,
+                                                 dn.contiguous_strides(self.w_dims)))
 
 
 class ConvRunner:

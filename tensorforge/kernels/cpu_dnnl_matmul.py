@@ -50,7 +50,7 @@ class MatMulPrimitive:
         src, dst = lib.md([m, k], [k, 1]), lib.md([m, n], [n, 1])
         wany = lib.md_any([k, n])
         bias = lib.md([1, n], [n, 1]) if has_bias else None
-        self.k, self.n, self.last = k, n, None
+        self.k, self.n = k, n
         args = [(dn.ARG_SRC, src.handle), (dn.ARG_WEIGHTS, None)] + ([(dn.ARG_BIAS, bias.handle)] if bias else [])
         args.append((dn.ARG_DST, dst.handle))
         with dn.PostOps(lib) as po:
@@ -66,20 +66,13 @@ class MatMulPrimitive:
         self.weights_md = lib.c.dnnl_primitive_desc_query_md(pd.value, dn.QUERY_WEIGHTS_MD, 0)
         args[1] = (dn.ARG_WEIGHTS, self.weights_md)
         self.prim = dn.Primitive(lib, pd, args + po.args, [src, dst, wany, bias])
+        self.weights = dn.PackedSlot(self.prim, self.weights_md)
 
     def packed(self, lib, w: torch.Tensor, trans_b: bool) -> torch.Tensor:
-        """W (K, N) in this primitive's layout, read from the stored (N, K) (trans_b) or (K, N) weight; the last
-        weight tensor seen and its packed form are kept here (a context's weights do not change)."""
-        last = self.last
-        if last is not None and last[0] is w:
-            return last[1]
-
-        def source():
-            src = w.detach().to(torch.float32).contiguous()
-            return src, [self.k, self.n], [1, self.k] if trans_b else [self.n, 1]
-        packed = dn.packed_weight(lib, w, source, self.prim, self.weights_md)
-        self.last = (w, packed)
-        return packed
+        """W (K, N) in this primitive's layout, read from the stored (N, K) (trans_b) or (K, N) weight
+        (onednn_capi.PackedSlot: once per engine and layout)."""
+        return self.weights.get(lib, w, lambda: (w.detach().to(torch.float32).contiguous(), [self.k, self.n],
+                                                 [1, self.k] if trans_b else [self.n, 1]))
 
 
 class MatMulRunner:

@@ -313,6 +313,23 @@ def packed_weight(lib: Lib, w: torch.Tensor, source, owner: Primitive, md: int) 
         return out
 
 
+class PackedSlot:
+    """A primitive's packed weight: `get` reorders through `packed_weight` (once per engine and layout) and keeps
+    the last weight tensor seen with its packed form, so a context's calls (whose weights do not change) skip even
+    the look-up. `source()` as in packed_weight."""
+
+    def __init__(self, owner: Primitive, md: int):
+        self.owner, self.md, self.last = owner, md, None
+
+    def get(self, lib: Lib, w: torch.Tensor, source) -> torch.Tensor:
+        last = self.last
+        if last is not None and last[0] is w:
+            return last[1]
+        packed = packed_weight(lib, w, source, self.owner, self.md)
+        self.last = (w, packed)
+        return packed
+
+
 def contiguous_strides(dims) -> list[int]:
     strides = [1] * len(dims)
     for i in range(len(dims) - 2, -1, -1):

@@ -57,9 +57,9 @@ ACTS = [("none", 0.0, 0.0), ("Relu", 0.0, 0.0), ("HardSwish", 0.0, 0.0), ("HardS
         ("Tanh", 0.0, 0.0), ("Silu", 0.0, 0.0), ("Gelu", 0.0, 0.0), ("Elu", 1.0, 0.0), ("PRelu", 0.0, 0.0)]
 
 
-@pytest.mark.parametrize("act,alpha,beta", ACTS)
-@pytest.mark.parametrize("residual", [None, "first", "after", "broadcast"])
-def test_fused_conv_epilogue_matches_the_reference(act, alpha, beta, residual):
+def check_fused_epilogue(tactic_cls, act, alpha, beta, residual):
+    """A FusedConv tactic against the float64 reference with this activation and residual placement ("first":
+    added before the activation, "after", "broadcast": a residual that only broadcasts to y)."""
     x, w, b = torch.randn(2, 8, 12, 12), torch.randn(16, 8, 3, 3) * 0.3, torch.randn(16)
     inputs = [x, w, b]
     attrs = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], activation=act, alpha=alpha, beta=beta,
@@ -68,9 +68,15 @@ def test_fused_conv_epilogue_matches_the_reference(act, alpha, beta, residual):
         inputs.append(torch.randn(1, 16, 1, 12) if residual == "broadcast" else torch.randn(2, 16, 12, 12))
     if act == "PRelu":
         inputs += [None] * (4 - len(inputs)) + [torch.rand(16) - 0.5]
-    got = cc.FusedConvOneDnn.build(_layer("FusedConv", len(inputs), **attrs), {}, CPU)(list(inputs))[0]
+    got = tactic_cls.build(_layer("FusedConv", len(inputs), **attrs), {}, CPU)(list(inputs))[0]
     want = get_spec("FusedConv").reference(*[t.double() if t is not None else None for t in inputs], **attrs)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("act,alpha,beta", ACTS)
+@pytest.mark.parametrize("residual", [None, "first", "after", "broadcast"])
+def test_fused_conv_epilogue_matches_the_reference(act, alpha, beta, residual):
+    check_fused_epilogue(cc.FusedConvOneDnn, act, alpha, beta, residual)
 
 
 def test_fused_conv_pool_matches_the_reference():

@@ -16,7 +16,7 @@ from tensorforge.kernels import cpu_dnnl_conv as dc
 from tensorforge.kernels import onednn_capi
 from tensorforge.runtime import ExecutionContext
 
-from kernels.test_cpu_conv_onednn import ACTS, GEOMETRIES, _attrs, _mbconv_model
+from kernels.test_cpu_conv_onednn import ACTS, GEOMETRIES, _attrs, _mbconv_model, check_fused_epilogue
 
 CPU = torch.device("cpu")
 pytestmark = pytest.mark.skipif(onednn_capi.library() is None, reason=str(onednn_capi.unavailable_reason()))
@@ -48,17 +48,7 @@ def test_conv_matches_the_reference(geom, batch):
 @pytest.mark.parametrize("act,alpha,beta", ACTS + [("Gelu", 1.0, 0.0)])
 @pytest.mark.parametrize("residual", [None, "first", "after", "broadcast"])
 def test_fused_conv_epilogue_matches_the_reference(act, alpha, beta, residual):
-    x, w, b = torch.randn(2, 8, 12, 12), torch.randn(16, 8, 3, 3) * 0.3, torch.randn(16)
-    inputs = [x, w, b]
-    attrs = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], activation=act, alpha=alpha, beta=beta,
-                 residual_first=int(residual == "first"))
-    if residual is not None:
-        inputs.append(torch.randn(1, 16, 1, 12) if residual == "broadcast" else torch.randn(2, 16, 12, 12))
-    if act == "PRelu":
-        inputs += [None] * (4 - len(inputs)) + [torch.rand(16) - 0.5]
-    got = dc.FusedConvDnnl.build(_layer("FusedConv", len(inputs), **attrs), {}, CPU)(list(inputs))[0]
-    want = get_spec("FusedConv").reference(*_double(inputs), **attrs)
-    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    check_fused_epilogue(dc.FusedConvDnnl, act, alpha, beta, residual)
 
 
 @pytest.mark.parametrize("slope_shape", [(1,), (16, 1, 1)])
