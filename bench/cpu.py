@@ -145,13 +145,8 @@ def _torch_ops_engine(onnx_bytes: bytes, untimed: bool):
     from tensorforge.runtime import ExecutionContext
     if onednn_capi.library() is None:
         return None
-    saved = list(onednn_capi._LIB)
-    onednn_capi._LIB[:] = ["hidden for the A/B column (--ab-torch-ops)"]
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            engine = tfg.build(onnx_bytes, device="cpu", timing_cache=None if untimed else os.path.join(tmp, "t.json"))
-    finally:
-        onednn_capi._LIB[:] = saved
+    with onednn_capi.hidden("hidden for the A/B column (--ab-torch-ops)"), tempfile.TemporaryDirectory() as tmp:
+        engine = tfg.build(onnx_bytes, device="cpu", timing_cache=None if untimed else os.path.join(tmp, "t.json"))
     return ExecutionContext(engine.data, "cpu")
 
 

@@ -19,9 +19,6 @@ Priority above cpu_onednn_nhwc: the CPU convolutions' untimed first fit (builder
 the library is installed; without it `supports` says so and cpu_onednn_nhwc is the first fit.
 """
 
-import ctypes
-import threading
-
 import torch
 
 from . import onednn_capi as dn
@@ -44,12 +41,12 @@ def _nhwc(n, c, h, w):
     return [n, c, h, w], [h * w * c, 1, w * c, c]
 
 
-class ConvPrimitive:
+class ConvPrimitive(dn.WeightedPrimitive):
     """One convolution primitive for one input shape and one post-op list.
     posts: [("act", act, alpha, beta) | ("add",) | ("prelu", per_channel)] in order. Execute operands:
     x, packed W, [bias], y, then per post-op that takes one: the residual (NHWC, y's shape) or the slope."""
 
-    def __init__(self, lib, x_shape, w_shape, static, has_bias: bool, posts: list):
+    def __init__(self, lib, x_shape, w_shape, static, has_bias: bool, posts):
         n, c, h, w_ = x_shape
         k, kh, kw = w_shape[0], w_shape[2], w_shape[3]
         out, begin, end, strides, dilations, groups = _geometry(static, tuple(x_shape[2:]), tuple(w_shape[2:]))
@@ -58,27 +55,16 @@ class ConvPrimitive:
         self.w_dims = [k, c // groups, kh, kw] if groups == 1 else [groups, k // groups, c // groups, kh, kw]
         wany = lib.md_any(self.w_dims)
         bias = lib.md([k], [1]) if has_bias else None
-        args = [(dn.ARG_SRC, src.handle), (dn.ARG_WEIGHTS, None)] + ([(dn.ARG_BIAS, bias.handle)] if bias else [])
-        args.append((dn.ARG_DST, dst.handle))
-        with dn.PostOps(lib) as po:
-            for p in posts:
-                if p[0] == "act":
-                    po.activation(*p[1:])
-                elif p[0] == "add":
-                    po.add(dst.handle)
-                else:                                     # prelu: a slope per channel (mask: dim 1) or one slope
-                    po.prelu(2 if p[1] else 0, lib.md([1, k, 1, 1] if p[1] else [1, 1, 1, 1],
-                                                      [k, 1, 1, 1] if p[1] else [1, 1, 1, 1]))
-            pd = ctypes.c_void_p()
-            lib.check(lib.c.dnnl_convolution_forward_primitive_desc_create(
-                ctypes.byref(pd), lib.engine, dn.FORWARD_INFERENCE, dn.CONV_DIRECT, src.handle, wany.handle,
+        # prelu: a slope per channel (mask on dim 1) or one slope
+        posts = [p if p[0] != "prelu" else ("prelu", lib.md([1, k, 1, 1], [k, 1, 1, 1]), 2) if p[1] else
+                 ("prelu", lib.md([1, 1, 1, 1], [1, 1, 1, 1]), 0) for p in posts]
+
+        def create(pd, attr):
+            return lib.c.dnnl_convolution_forward_primitive_desc_create(
+                pd, lib.engine, dn.FORWARD_INFERENCE, dn.CONV_DIRECT, src.handle, wany.handle,
                 bias.handle if bias else None, dst.handle, dn.Dims(*strides), dn.Dims(*[d - 1 for d in dilations]),
-                dn.Dims(*begin), dn.Dims(*end), po.done()), f"convolution {list(x_shape)} * {list(w_shape)}")
-        self.weights_md = lib.c.dnnl_primitive_desc_query_md(pd.value, dn.QUERY_WEIGHTS_MD, 0)
-        args[1] = (dn.ARG_WEIGHTS, self.weights_md)
-        self.post_operands = po.operands
-        self.prim = dn.Primitive(lib, pd, args + po.args, [src, dst, wany, bias, *po.keep])
-        self.weights = dn.PackedSlot(self.prim, self.weights_md)
+                dn.Dims(*begin), dn.Dims(*end), attr)
+        super().__init__(lib, src, wany, bias, dst, posts, create, f"convolution {list(x_shape)} * {list(w_shape)}")
 
     def packed(self, lib, w: torch.Tensor) -> torch.Tensor:
         """W in this primitive's weight layout (onednn_capi.PackedSlot: once per engine and layout)."""
@@ -91,18 +77,21 @@ class ConvRunner:
     oneDNN sizes a primitive's thread team when it is created, so it is made under the count it runs at), created on
     first use and kept. The whole epilogue rides as post-ops unless the residual only broadcasts to y or the PRelu
     slope is neither per channel nor one value: then the convolution and bias run here and torch's in-place epilogue
-    finishes (as cpu_conv_onednn does)."""
+    finishes (as cpu_conv_onednn does). The bias and slope are converted once per tensor seen."""
 
     def __init__(self, layer, act="none", alpha=0.0, beta=0.0, res_first=0):
         self.layer, self.static = layer, static_geometry(layer.attrs)
         self.act, self.alpha, self.beta, self.res_first = act, alpha, beta, res_first
         self.lib = dn.library()
-        self.prims: dict = {}
-        self.lock = threading.Lock()
+        self.prims = dn.PrimitiveTable()
+        self.bias, self.slope = dn.LastDerived(), dn.LastDerived()
+        # post-op lists by (residual fused, slope per channel): made once here, not per call
+        self.posts = {(res, per_channel): self._posts(res, per_channel)
+                      for res in (False, True) for per_channel in (False, True)}
 
-    def _posts(self, residual: bool, slope) -> tuple:
+    def _posts(self, residual: bool, per_channel: bool) -> tuple:
         act = () if self.act == "none" else (
-            (("prelu", slope.numel() != 1),) if self.act == "PRelu" else (("act", self.act, self.alpha, self.beta),))
+            (("prelu", per_channel),) if self.act == "PRelu" else (("act", self.act, self.alpha, self.beta),))
         if not residual:
             return act
         return (("add",),) + act if self.res_first else act + (("add",),)
@@ -112,30 +101,25 @@ class ConvRunner:
         fuse_res = residual is not None and fusable_residual(self.static, x, w, residual)
         fuse_act = self.act != "PRelu" or (slope is not None and slope.numel() in (1, w.shape[0]))
         if fuse_act and (residual is None or fuse_res):
-            return self._execute(x, w, bias, self._posts(fuse_res, slope), residual, slope)
+            posts = self.posts[fuse_res, slope is not None and slope.numel() != 1]
+            return self._execute(x, w, bias, posts, residual, slope)
         y = self._execute(x, w, bias, (), None, None)
         return epilogue_(y, residual, self.act, self.alpha, self.beta, self.res_first, slope)
 
     def _execute(self, x, w, bias, posts: tuple, residual, slope):
         x = x.contiguous(memory_format=torch.channels_last)
-        key = (tuple(x.shape), bias is not None, posts, torch.get_num_threads())   # made under the count it runs at
-        p = self.prims.get(key)
-        if p is None:
-            with self.lock:
-                p = self.prims.get(key)
-                if p is None:
-                    p = ConvPrimitive(self.lib, tuple(x.shape), tuple(w.shape), self.static, bias is not None,
-                                      list(posts))
-                    self.prims = {**self.prims, key: p}
+        shape = tuple(x.shape)
+        p = self.prims.get((shape, bias is not None, posts, torch.get_num_threads()),
+                           lambda: ConvPrimitive(self.lib, shape, tuple(w.shape), self.static, bias is not None, posts))
         y = torch.empty(p.y_shape, memory_format=torch.channels_last)
         operands = [x, p.packed(self.lib, w)]
         if bias is not None:
-            b = bias.reshape(-1).to(torch.float32)
-            operands.append((b.expand(w.shape[0]) if b.numel() == 1 else b).contiguous())
+            operands.append(self.bias.get(bias, lambda: dn.bias_vector(bias, w.shape[0])))
         operands.append(y)
         for kind in p.post_operands:
             operands.append(residual.to(torch.float32).contiguous(memory_format=torch.channels_last)
-                            if kind == "residual" else slope.reshape(-1).to(torch.float32).contiguous())
+                            if kind == "residual" else
+                            self.slope.get(slope, lambda: slope.reshape(-1).to(torch.float32).contiguous()))
         p.prim.execute([t.data_ptr() for t in operands])
         return y
 

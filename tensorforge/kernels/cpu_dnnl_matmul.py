@@ -14,9 +14,6 @@ PRelu, a residual of exactly y's shape. Everything else is refused with its reas
 handed such operands raises, it never falls back. Chosen by timing on the CPU against the other linear tactics.
 """
 
-import ctypes
-import threading
-
 import torch
 
 from . import onednn_capi as dn
@@ -42,7 +39,7 @@ def _operand_reason(a, b, trans_b: bool, bias, residual, what: str = "a bias") -
     return None
 
 
-class MatMulPrimitive:
+class MatMulPrimitive(dn.WeightedPrimitive):
     """One matmul primitive for (M, K, N), a bias or none, and one post-op list
     posts: [("act", act, alpha, beta) | ("add",)] in order. Execute operands: x, packed W, [bias], y, [residual]."""
 
@@ -51,22 +48,11 @@ class MatMulPrimitive:
         wany = lib.md_any([k, n])
         bias = lib.md([1, n], [n, 1]) if has_bias else None
         self.k, self.n = k, n
-        args = [(dn.ARG_SRC, src.handle), (dn.ARG_WEIGHTS, None)] + ([(dn.ARG_BIAS, bias.handle)] if bias else [])
-        args.append((dn.ARG_DST, dst.handle))
-        with dn.PostOps(lib) as po:
-            for p in posts:
-                if p[0] == "act":
-                    po.activation(*p[1:])
-                else:
-                    po.add(dst.handle)
-            pd = ctypes.c_void_p()
-            lib.check(lib.c.dnnl_matmul_primitive_desc_create(
-                ctypes.byref(pd), lib.engine, src.handle, wany.handle, bias.handle if bias else None, dst.handle,
-                po.done()), f"matmul ({m}, {k}) · ({k}, {n})")
-        self.weights_md = lib.c.dnnl_primitive_desc_query_md(pd.value, dn.QUERY_WEIGHTS_MD, 0)
-        args[1] = (dn.ARG_WEIGHTS, self.weights_md)
-        self.prim = dn.Primitive(lib, pd, args + po.args, [src, dst, wany, bias])
-        self.weights = dn.PackedSlot(self.prim, self.weights_md)
+
+        def create(pd, attr):
+            return lib.c.dnnl_matmul_primitive_desc_create(pd, lib.engine, src.handle, wany.handle,
+                                                           bias.handle if bias else None, dst.handle, attr)
+        super().__init__(lib, src, wany, bias, dst, posts, create, f"matmul ({m}, {k}) · ({k}, {n})")
 
     def packed(self, lib, w: torch.Tensor, trans_b: bool) -> torch.Tensor:
         """W (K, N) in this primitive's layout, read from the stored (N, K) (trans_b) or (K, N) weight
@@ -77,41 +63,28 @@ class MatMulPrimitive:
 
 class MatMulRunner:
     """run(a, b, bias, residual) -> y: a primitive per (rows, bias?, residual?, thread count — made under the count
-    it runs at, as oneDNN sizes its thread team at creation) made on first use and kept."""
+    it runs at, as oneDNN sizes its thread team at creation) made on first use and kept; the bias converted once per
+    bias tensor seen."""
 
     def __init__(self, trans_b: bool, act="none", alpha=0.0, beta=0.0, res_first=0):
         self.trans_b, self.lib = trans_b, dn.library()
         act_post = () if act == "none" else (("act", act, alpha, beta),)
         self.posts = {False: act_post, True: (("add",),) + act_post if res_first else act_post + (("add",),)}
-        self.prims: dict = {}
-        self.lock = threading.Lock()
-        self.last_bias: tuple | None = None
-
-    def bias(self, bias: torch.Tensor, n: int) -> torch.Tensor:
-        """The bias as N contiguous float32 values, made once per bias tensor seen."""
-        last = self.last_bias
-        if last is None or last[0] is not bias:
-            v = bias.reshape(-1).to(torch.float32)
-            last = self.last_bias = (bias, (v.expand(n) if v.numel() == 1 else v).contiguous())
-        return last[1]
+        self.prims = dn.PrimitiveTable()
+        self.bias = dn.LastDerived()
 
     def __call__(self, a, b, bias=None, residual=None):
         k = a.shape[-1]
         n = b.shape[0] if self.trans_b else b.shape[1]
         x = a.reshape(-1, k).contiguous()
         m = x.shape[0]
-        key = (m, bias is not None, residual is not None, torch.get_num_threads())   # made under the count it runs at
-        p = self.prims.get(key)
-        if p is None:
-            with self.lock:
-                p = self.prims.get(key)
-                if p is None:
-                    p = MatMulPrimitive(self.lib, m, k, n, bias is not None, self.posts[residual is not None])
-                    self.prims = {**self.prims, key: p}
+        posts = self.posts[residual is not None]
+        p = self.prims.get((m, bias is not None, residual is not None, torch.get_num_threads()),
+                           lambda: MatMulPrimitive(self.lib, m, k, n, bias is not None, posts))
         y = torch.empty((*a.shape[:-1], n))
         operands = [x, p.packed(self.lib, b, self.trans_b)]
         if bias is not None:
-            operands.append(self.bias(bias, n))
+            operands.append(self.bias.get(bias, lambda: dn.bias_vector(bias, n)))
         operands.append(y)
         if residual is not None:
             operands.append(residual.to(torch.float32).contiguous())
@@ -171,7 +144,7 @@ class DnnlGemm:
     def build(layer, cfg, device):
         trans_b, beta = bool(int(layer.attrs.get("transB", 0))), float(layer.attrs.get("beta", 1.0))
         run = MatMulRunner(trans_b)
-        scaled: list = [None, None]                       # (C tensor, β·C) of the last C seen
+        scaled = dn.LastDerived()                         # β·C, made once per C tensor seen
 
         def kernel(inputs):
             why = DnnlGemm.fits(layer, cfg, inputs)
@@ -179,7 +152,7 @@ class DnnlGemm:
                 refuse(layer, "cpu_dnnl", why)
             a, b = inputs[0], inputs[1]
             c = inputs[2] if len(inputs) > 2 and beta != 0 else None
-            if c is not None and scaled[0] is not c:
-                scaled[:] = [c, (c.reshape(-1).to(torch.float32) * beta).contiguous()]
-            return [run(a, b, scaled[1] if c is not None else None)]
+            if c is None:
+                return [run(a, b, None)]
+            return [run(a, b, scaled.get(c, lambda: (c.reshape(-1).to(torch.float32) * beta).contiguous()))]
         return kernel

@@ -11,7 +11,6 @@ Taken: float32, 4-D x dense in NCHW or NHWC, no indices output; refused otherwis
 """
 
 import ctypes
-import threading
 
 import torch
 
@@ -78,7 +77,7 @@ class DnnlMaxPool:
 
     @staticmethod
     def build(layer, cfg, device):
-        lib, prims, lock = dn.library(), {}, threading.Lock()
+        lib, prims = dn.library(), dn.PrimitiveTable()
 
         def run(inputs):
             x = inputs[0]
@@ -87,12 +86,8 @@ class DnnlMaxPool:
                 raise ValueError(f"tactic cpu_dnnl got inputs it does not take for layer {layer.name!r}: {why} "
                                  "(fits() rejects such layers at build; rebuild the engine)")
             layout = _layout(x)
-            key = (tuple(x.shape), layout, torch.get_num_threads())
-            p = prims.get(key)
-            if p is None:
-                with lock:
-                    p = prims.get(key) or PoolPrimitive(lib, tuple(x.shape), layout, layer.attrs)
-                    prims[key] = p
+            p = prims.get((tuple(x.shape), layout, torch.get_num_threads()),
+                          lambda: PoolPrimitive(lib, tuple(x.shape), layout, layer.attrs))
             y = torch.empty(p.y_shape, memory_format=torch.channels_last if layout == "nhwc" else
                             torch.contiguous_format)
             p.prim.execute([x.data_ptr(), y.data_ptr()])

@@ -36,7 +36,6 @@ GRU 512 21 / 30, 22 / 100–180.
 """
 
 import ctypes
-import threading
 
 import torch
 
@@ -166,21 +165,14 @@ class RnnRunner:
         self.hidden = a.get("hidden_size")
         self.order = LSTM_GATES if layer.op == "LSTM" else None
         self.layer, self.lib = layer, dn.library()
-        self.prims: dict = {}
-        self.lock = threading.Lock()
-        self.last: dict = {}                      # "W", "R": (tensor, layout, packed); "B", "P": (tensor, derived)
+        self.prims = dn.PrimitiveTable()
+        self.last: dict = {}                      # "W", "R": (tensor, layout, packed)
+        self.bias, self.peepholes = dn.LastDerived(), dn.LastDerived()
 
     def _primitive(self, x, hd, h0, c0, p) -> RnnPrimitive:
         key = (tuple(x.shape), h0 is not None, c0 is not None, p is not None, torch.get_num_threads())
-        prim = self.prims.get(key)
-        if prim is None:
-            with self.lock:
-                prim = self.prims.get(key)
-                if prim is None:
-                    prim = RnnPrimitive(self.lib, self.op, self.lbr, self.direction, self.batch_first,
-                                        tuple(x.shape), hd, *key[1:4])
-                    self.prims = {**self.prims, key: prim}
-        return prim
+        return self.prims.get(key, lambda: RnnPrimitive(self.lib, self.op, self.lbr, self.direction,
+                                                        self.batch_first, tuple(x.shape), hd, *key[1:4]))
 
     def _packed(self, kind: str, t: torch.Tensor, prim: RnnPrimitive, hd: int) -> torch.Tensor:
         """W or R in the primitive's layout; the reorder reads (D, G, Hd, C) as (1, D, C, G, Hd) via strides."""
@@ -197,14 +189,6 @@ class RnnRunner:
         self.last[kind] = (t, md, packed)
         return packed
 
-    def _derived(self, kind: str, t, make) -> torch.Tensor:
-        last = self.last.get(kind)
-        if last is not None and last[0] is t:
-            return last[1]
-        out = make()
-        self.last[kind] = (t, out)
-        return out
-
     def _bias(self, b, hd) -> torch.Tensor:
         """(1, D, G [+1], Hd): Wb + Rb per gate in oneDNN's order; lbr_gru: [z, r, Wbh, Rbh]."""
         def make():
@@ -217,7 +201,7 @@ class RnnRunner:
             elif self.order:
                 s = s[:, list(self.order)]
             return s.unsqueeze(0).contiguous()
-        return self._derived("B", b, make)
+        return self.bias.get(b, make)
 
     def __call__(self, x, w, r, b=None, h0=None, c0=None, p=None):
         why = _fits(self.layer, {}, [x, w, r, b, None, h0, c0, p])
@@ -234,8 +218,8 @@ class RnnRunner:
             ops = [x.contiguous()] + [state(s) for s in (h0, c0) if s is not None]
             ops += [self._packed("W", w, prim, hd), self._packed("R", r, prim, hd)]
             if p is not None:
-                ops.append(self._derived("P", p, lambda: p.detach().reshape(dirs, 3, hd)[:, list(PEEPHOLES)]
-                                         .unsqueeze(0).contiguous()))
+                ops.append(self.peepholes.get(p, lambda: p.detach().reshape(dirs, 3, hd)[:, list(PEEPHOLES)]
+                                              .unsqueeze(0).contiguous()))
             ops += [self._bias(b, hd), y, hn] + ([cn] if cn is not None else [])
             prim.prim.execute([t.data_ptr() for t in ops])
         if self.batch_first:      # (B, S, D·Hd) → (B, S, D, Hd); states (D, B, Hd) → (B, D, Hd)

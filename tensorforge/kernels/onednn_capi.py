@@ -18,9 +18,13 @@ primitives are made from a layer's shapes and attributes (data) through the libr
                            pairs; freed with its owner (weakref.finalize)
     PostOps                a primitive attribute with post-ops in order (an ONNX activation, the residual add,
                            PRelu), the execute arguments they add and which operand each takes
-    packed_weight(...)     a weight reordered into a primitive's layout once per (weight tensor, layout)
+    WeightedPrimitive      src · weights [+ bias] → dst with post-ops (convolution, matmul), its packed weight
+    PrimitiveTable         a kernel's primitives per key, made on first use
+    packed_weight(...)     a weight reordered into a primitive's layout once per (weight tensor, layout);
+                           PackedSlot / LastDerived keep the last tensor seen and what was made from it
 """
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -313,21 +317,88 @@ def packed_weight(lib: Lib, w: torch.Tensor, source, owner: Primitive, md: int) 
         return out
 
 
-class PackedSlot:
-    """A primitive's packed weight: `get` reorders through `packed_weight` (once per engine and layout) and keeps
-    the last weight tensor seen with its packed form, so a context's calls (whose weights do not change) skip even
-    the look-up. `source()` as in packed_weight."""
+class LastDerived:
+    """make() computed from a tensor once per tensor seen (the last one kept, published as one tuple): a context's
+    weights and biases do not change between calls, so converting them is per engine, not per call."""
+
+    def __init__(self):
+        self.last: tuple | None = None
+
+    def get(self, t: torch.Tensor, make) -> torch.Tensor:
+        last = self.last
+        if last is None or last[0] is not t:
+            last = self.last = (t, make())
+        return last[1]
+
+
+class PackedSlot(LastDerived):
+    """A primitive's packed weight: reordered through `packed_weight` (once per engine and layout), the last weight
+    tensor seen kept with its packed form so that a context's calls skip even the look-up. `source()` as in
+    packed_weight."""
 
     def __init__(self, owner: Primitive, md: int):
-        self.owner, self.md, self.last = owner, md, None
+        super().__init__()
+        self.owner, self.md = owner, md
 
     def get(self, lib: Lib, w: torch.Tensor, source) -> torch.Tensor:
-        last = self.last
-        if last is not None and last[0] is w:
-            return last[1]
-        packed = packed_weight(lib, w, source, self.owner, self.md)
-        self.last = (w, packed)
-        return packed
+        return super().get(w, lambda: packed_weight(lib, w, source, self.owner, self.md))
+
+
+class PrimitiveTable:
+    """A kernel's primitives, one per key (input shape, operands present, thread count: oneDNN sizes a primitive's
+    thread team when it is made), made on first use under a lock and published as a whole new table."""
+
+    def __init__(self):
+        self.table: dict = {}
+        self.lock = threading.Lock()
+
+    def get(self, key, make):
+        p = self.table.get(key)
+        if p is None:
+            with self.lock:
+                p = self.table.get(key)
+                if p is None:
+                    p = make()
+                    self.table = {**self.table, key: p}
+        return p
+
+    def __len__(self):
+        return len(self.table)
+
+    def __iter__(self):
+        return iter(self.table)
+
+
+class WeightedPrimitive:
+    """A primitive with the argument list src, weights (in the layout it asks for), [bias], dst, then its post-ops'
+    operands: `create(pd_pointer, attr) -> status` makes the descriptor. posts, in order: ("act", act, alpha, beta)
+    | ("add",) (a tensor of dst's shape and layout) | ("prelu", slope Desc, mask). `post_operands` names what each
+    post-op takes at execute ("residual", "slope"); `weights` is its PackedSlot."""
+
+    def __init__(self, lib: Lib, src: Desc, wany: Desc, bias: Desc | None, dst: Desc, posts, create, what: str):
+        args = [(ARG_SRC, src.handle), (ARG_WEIGHTS, None)] + ([(ARG_BIAS, bias.handle)] if bias else [])
+        args.append((ARG_DST, dst.handle))
+        with PostOps(lib) as po:
+            for p in posts:
+                if p[0] == "act":
+                    po.activation(*p[1:])
+                elif p[0] == "add":
+                    po.add(dst.handle)
+                else:
+                    po.prelu(p[2], p[1])
+            pd = _vp()
+            lib.check(create(ctypes.byref(pd), po.done()), what)
+        self.weights_md = lib.c.dnnl_primitive_desc_query_md(pd.value, QUERY_WEIGHTS_MD, 0)
+        args[1] = (ARG_WEIGHTS, self.weights_md)
+        self.post_operands = po.operands
+        self.prim = Primitive(lib, pd, args + po.args, [src, dst, wany, bias, *po.keep])
+        self.weights = PackedSlot(self.prim, self.weights_md)
+
+
+def bias_vector(bias: torch.Tensor, n: int) -> torch.Tensor:
+    """A bias of one or n values as n contiguous float32 values."""
+    v = bias.reshape(-1).to(torch.float32)
+    return (v.expand(n) if v.numel() == 1 else v).contiguous()
 
 
 def contiguous_strides(dims) -> list[int]:
@@ -353,6 +424,19 @@ def library() -> Lib | None:
 def unavailable_reason() -> str | None:
     library()
     return _LIB[0] if isinstance(_LIB[0], str) else None
+
+
+@contextlib.contextmanager
+def hidden(reason: str):
+    """Within the block the library counts as unavailable for `reason` (builds choose the torch-op tactics):
+    bench/cpu.py's same-run A/B. Engines built inside keep running after it (their tactic ids are torch ops)."""
+    library()
+    saved = list(_LIB)
+    _LIB[:] = [reason]
+    try:
+        yield
+    finally:
+        _LIB[:] = saved
 
 
 def tactic_reason(layer, device) -> str | None:

@@ -159,24 +159,27 @@ def test_model_on_it_matches_onnxruntime(batch):
     assert not np.allclose(bad, want, rtol=1e-3, atol=1e-4)
 
 
-def test_weights_packed_once_per_engine():
+def check_packed_once_per_engine(data: bytes, suffix: str, counter: list):
     """Two contexts of one engine share the packed weights; the same file loaded again is another engine and packs
-    its own; a second call packs nothing."""
-    model = _mbconv_model(1)
+    its own; a second call packs nothing. `counter`: the tactic's reorder count, `suffix`: its tactic id's end."""
     feed = {"x": torch.randn(1, 16, 28, 28)}
-    data = to_bytes(_on_torch_ops(tfg.build(model, device="cpu").serialize()))
     engine = from_bytes(data)
-    n_conv = sum(la.tactic.endswith("cpu_onednn_nhwc") for la in engine.layers)
-    start = cc.PACK_COUNT[0]
+    n_conv = sum(la.tactic.endswith(suffix) for la in engine.layers)
+    start = counter[0]
     a, b = ExecutionContext(engine, "cpu"), ExecutionContext(engine, "cpu")
     ya = a.run(feed)["y"]
-    assert cc.PACK_COUNT[0] - start == n_conv
+    assert counter[0] - start == n_conv
     yb = b.run(feed)["y"]
     a.run(feed)
-    assert cc.PACK_COUNT[0] - start == n_conv            # the second context and the second call reuse them
+    assert counter[0] - start == n_conv                  # the second context and the second call reuse them
     torch.testing.assert_close(ya, yb, rtol=0, atol=0)
     ExecutionContext(from_bytes(data), "cpu").run(feed)
-    assert cc.PACK_COUNT[0] - start == 2 * n_conv        # another loaded engine: its own weights, packed once
+    assert counter[0] - start == 2 * n_conv              # another loaded engine: its own weights, packed once
+
+
+def test_weights_packed_once_per_engine():
+    data = to_bytes(_on_torch_ops(tfg.build(_mbconv_model(1), device="cpu").serialize()))
+    check_packed_once_per_engine(data, "cpu_onednn_nhwc", cc.PACK_COUNT)
 
 
 def test_consumers_get_channels_last_and_a_chain_converts_once():

@@ -16,7 +16,8 @@ from tensorforge.kernels import cpu_dnnl_conv as dc
 from tensorforge.kernels import onednn_capi
 from tensorforge.runtime import ExecutionContext
 
-from kernels.test_cpu_conv_onednn import ACTS, GEOMETRIES, _attrs, _mbconv_model, check_fused_epilogue
+from kernels.test_cpu_conv_onednn import (ACTS, GEOMETRIES, _attrs, _mbconv_model, check_fused_epilogue,
+                                          check_packed_once_per_engine)
 
 CPU = torch.device("cpu")
 pytestmark = pytest.mark.skipif(onednn_capi.library() is None, reason=str(onednn_capi.unavailable_reason()))
@@ -137,22 +138,8 @@ def test_model_chooses_it_and_matches_onnxruntime(batch):
 
 
 def test_weights_packed_once_per_engine():
-    """Two contexts of one engine share the packed weights; the same file loaded again is another engine and packs
-    its own; a second call packs nothing."""
-    feed = {"x": torch.randn(1, 16, 28, 28)}
-    data = tfg.build(_mbconv_model(1), device="cpu").serialize()
-    engine = from_bytes(data)
-    n_conv = sum(la.tactic.endswith("cpu_dnnl") for la in engine.layers)
-    start = onednn_capi.PACK_COUNT[0]
-    a, b = ExecutionContext(engine, "cpu"), ExecutionContext(engine, "cpu")
-    ya = a.run(feed)["y"]
-    assert onednn_capi.PACK_COUNT[0] - start == n_conv
-    yb = b.run(feed)["y"]
-    a.run(feed)
-    assert onednn_capi.PACK_COUNT[0] - start == n_conv
-    torch.testing.assert_close(ya, yb, rtol=0, atol=0)
-    ExecutionContext(from_bytes(data), "cpu").run(feed)
-    assert onednn_capi.PACK_COUNT[0] - start == 2 * n_conv
+    check_packed_once_per_engine(tfg.build(_mbconv_model(1), device="cpu").serialize(), "cpu_dnnl",
+                                 onednn_capi.PACK_COUNT)
 
 
 def test_a_primitive_per_thread_count():
