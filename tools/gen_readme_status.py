@@ -4,7 +4,8 @@
     .venv/bin/python tools/gen_readme_status.py --check   exit 1 (and say so) when the block is stale
 
 Fields read (each defensively: a missing file, section or field leaves its line out or says "not recorded"):
-- bench/results/nvidia-h200.json (fp16) and nvidia-h200-fp32.json (fp32):
+- bench/results/nvidia-h200.json (fp16), nvidia-h200-fp32.json (fp32) and nvidia-h100-80gb-hbm3.json (a record
+  measured on the H100 when the H200 was not lent; the same fields):
   environment.gpu, environment.label; gelu[].dtype, gelu[].runners.tensorforge.pct_of_copy,
   gelu[].accuracy.max_abs_err; zoo[].model/batch/dtype, zoo[].runners.<name>.median_ms (or .error),
   zoo[].strongest_peer and zoo[].ratio_vs_strongest when present (else the fastest timed peer from runners,
@@ -265,6 +266,11 @@ def render(root: Path = ROOT) -> str:
         lines += _zoo_lines(autotune, "nvidia-h200-max-autotune.json", "fp16 with the max-autotune peer (named subset)")
     if fp16:
         lines += _precision_lines(fp16, "nvidia-h200.json") + _build_lines(fp16, "nvidia-h200.json")
+    h100 = _load(results / "nvidia-h100-80gb-hbm3.json")
+    if h100:
+        name = "nvidia-h100-80gb-hbm3.json"
+        lines += (_gelu_lines(h100, name) + _zoo_lines(h100, name, "fp16, one commit on the H100")
+                  + _precision_lines(h100, name) + _build_lines(h100, name))
     lines += _backend_lines(_load(root / "tests" / "onnx_backend" / "results.json"))
     lines += _startup_lines(results / "startup-cpu.md")
     cpu = _load(results / "cpu-x86_64.json")
