@@ -255,22 +255,16 @@ def render(root: Path = ROOT) -> str:
     """The block's text (markers included) from the files under `root`."""
     results = root / "bench" / "results"
     lines = [BEGIN]
-    fp16 = _load(results / "nvidia-h200.json")
-    fp32 = _load(results / "nvidia-h200-fp32.json")
-    if fp16:
-        lines += _gelu_lines(fp16, "nvidia-h200.json") + _zoo_lines(fp16, "nvidia-h200.json", "fp16")
-    if fp32:
-        lines += _zoo_lines(fp32, "nvidia-h200-fp32.json", "fp32")
-    autotune = _load(results / "nvidia-h200-max-autotune.json")
-    if autotune:
-        lines += _zoo_lines(autotune, "nvidia-h200-max-autotune.json", "fp16 with the max-autotune peer (named subset)")
-    if fp16:
-        lines += _precision_lines(fp16, "nvidia-h200.json") + _build_lines(fp16, "nvidia-h200.json")
-    h100 = _load(results / "nvidia-h100-80gb-hbm3.json")
-    if h100:
-        name = "nvidia-h100-80gb-hbm3.json"
-        lines += (_gelu_lines(h100, name) + _zoo_lines(h100, name, "fp16, one commit on the H100")
-                  + _precision_lines(h100, name) + _build_lines(h100, name))
+    for name, title in (("nvidia-h200.json", "fp16"), ("nvidia-h100-80gb-hbm3.json", "fp16, one commit on the H100")):
+        record = _load(results / name)
+        if record:
+            lines += (_gelu_lines(record, name) + _zoo_lines(record, name, title)
+                      + _precision_lines(record, name) + _build_lines(record, name))
+    for name, title in (("nvidia-h200-fp32.json", "fp32"),
+                        ("nvidia-h200-max-autotune.json", "fp16 with the max-autotune peer (named subset)")):
+        record = _load(results / name)
+        if record:
+            lines += _zoo_lines(record, name, title)
     lines += _backend_lines(_load(root / "tests" / "onnx_backend" / "results.json"))
     lines += _startup_lines(results / "startup-cpu.md")
     cpu = _load(results / "cpu-x86_64.json")
