@@ -49,6 +49,7 @@ def _triton_tactics() -> None:
     from . import quant_pointwise  # noqa: F401  (Q/DQ layers run as written: float arithmetic, one-pass Triton)
     from . import trees_triton  # noqa: F401  (tree ensembles: one-launch Triton walker)
     from . import quant_w4_triton  # noqa: F401  (BlockQuantizedMatMul: int4 weights dequantized in registers)
+    from . import triton_maxpool  # noqa: F401  (MaxPool on fp16/bf16/fp32: one Triton pass, NHWC out)
     from . import quant_maxpool  # noqa: F401  (MaxPool on int8/uint8 codes: one Triton pass, NHWC out)
 from .registry import Kernel, Tactic, candidates, instantiate, tactic
 
