@@ -7,12 +7,17 @@ BLOCK_M × BLOCK_N accumulate in float32 over BLOCK_K steps (TF32 for float32 in
 tensor cores for float16/bfloat16); programs are grouped GROUP_M tiles down a column so neighbouring programs
 share B tiles in L2. Traffic: A and B once per tile row/column pass, bias N, residual M·N, out M·N — the
 unfused graph also writes and re-reads M·N once per epilogue op.
+TMA=1 (TMA_CONFIGS; float16/bfloat16, 2-D B, operands as tma_reason accepts): A (M, K) and the weight as stored —
+(N, K) with trans_b, read as its transpose, or (K, N) — arrive as tensor descriptors, one bulk tensor copy each per
+K step (out-of-bounds rows and columns read as 0: no addresses or masks in the main loop); the epilogue and its
+store are the pointer kernel's (_epilogue_store). Calls the descriptors cannot take run the pointer loop instead.
 """
 
 import torch
 import triton
 import triton.language as tl
 
+from ..util.log import get_logger
 from .registry import tactic, triton_device_reason
 from .torch_fused import epilogue_operands, rows_in_memory_order
 
@@ -28,6 +33,14 @@ CONFIGS = [
     {"BM": 16, "BN": 32, "BK": 128, "G": 1, "stages": 3, "warps": 4},
     {"BM": 16, "BN": 16, "BK": 256, "G": 1, "stages": 3, "warps": 4},
     {"BM": 16, "BN": 64, "BK": 64, "G": 1, "stages": 3, "warps": 4},
+]
+# float16/bfloat16 products with A and a 2-D B readable as tensor descriptors (tma_reason): bulk tensor copies in
+# K steps of 64 (128 bytes, one swizzled shared-memory row); Hopper-sized tiles, ≤ 147 KB of stages in fp16
+TMA_CONFIGS = [
+    {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 8, "TMA": 1},
+    {"BM": 128, "BN": 256, "BK": 64, "G": 8, "stages": 3, "warps": 8, "TMA": 1},
+    {"BM": 64, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
+    {"BM": 128, "BN": 64, "BK": 64, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
 ]
 SKINNY_ROWS = 64
 ACTIVATIONS = ("none", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Gelu", "GeluTanh",
@@ -74,6 +87,27 @@ def grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, G: tl.constexpr)
 
 
 @triton.jit
+def _epilogue_store(acc, rm, rn, M, N, Bias, R, s_rm, s_rn, C, s_cm, s_cn, scale, alpha, beta,
+                    HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr):
+    """C[rm, rn] = epi(scale · acc): + bias[rn], then the activation with the residual R[rm, rn] added before it
+    (RES_FIRST) or after; rows ≥ M and columns ≥ N are neither read nor written. R and C point at this batch's
+    matrices. Shared by the pointer and the tensor-descriptor main loops."""
+    y = acc * scale
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if HAS_BIAS:
+        y += tl.load(Bias + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+    if HAS_RES:
+        res = tl.load(R + rm[:, None].to(tl.int64) * s_rm + rn[None, :] * s_rn, mask=mask, other=0.0).to(tl.float32)
+        if RES_FIRST:
+            y += res
+    y = apply_activation(y, ACT, alpha, beta)
+    if HAS_RES:
+        if not RES_FIRST:
+            y += res
+    tl.store(C + rm[:, None].to(tl.int64) * s_cm + rn[None, :] * s_cn, y.to(C.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _gemm_kernel(A, B, Bias, R, C, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_rb, s_rm, s_rn, s_cb, s_cm, s_cn,
                  scale, alpha, beta, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_FIRST: tl.constexpr,
                  ACT: tl.constexpr, PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
@@ -92,21 +126,68 @@ def _gemm_kernel(A, B, Bias, R, C, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, 
         acc += tl.dot(a, b, input_precision=PRECISION)
         a_ptrs += BK * s_ak
         b_ptrs += BK * s_bk
-    y = acc * scale
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    if HAS_BIAS:
-        y += tl.load(Bias + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
-    if HAS_RES:
-        res = tl.load(R + batch * s_rb + rm[:, None].to(tl.int64) * s_rm + rn[None, :] * s_rn, mask=mask,
-                      other=0.0).to(tl.float32)
-        if RES_FIRST:
-            y += res
-    y = apply_activation(y, ACT, alpha, beta)
-    if HAS_RES:
-        if not RES_FIRST:
-            y += res
-    c_ptrs = C + batch * s_cb + rm[:, None].to(tl.int64) * s_cm + rn[None, :] * s_cn
-    tl.store(c_ptrs, y.to(C.dtype.element_ty), mask=mask)
+    _epilogue_store(acc, rm, rn, M, N, Bias, R + batch * s_rb, s_rm, s_rn, C + batch * s_cb, s_cm, s_cn, scale,
+                    alpha, beta, HAS_BIAS, HAS_RES, RES_FIRST, ACT)
+
+
+@triton.jit
+def _gemm_tma_kernel(A, B, Bias, R, C, M, N, K, s_rm, s_rn, s_cm, s_cn, scale, alpha, beta, HAS_BIAS: tl.constexpr,
+                     HAS_RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr, B_NK: tl.constexpr,
+                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, G: tl.constexpr):
+    """_gemm_kernel's 2-D product with A (M, K) and B — (N, K) when B_NK (a transposed weight, read as its
+    transpose), else (K, N) — as tensor descriptors: each K step is two bulk tensor copies into shared memory,
+    rows and columns past the edges read as 0, so the main loop has no addresses or masks."""
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, G)
+    acc = tl.zeros([BM, BN], dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = A.load([pid_m * BM, k])
+        if B_NK:
+            b = B.load([pid_n * BN, k]).T
+        else:
+            b = B.load([k, pid_n * BN])
+        acc = tl.dot(a, b, acc)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    _epilogue_store(acc, rm, rn, M, N, Bias, R, s_rm, s_rn, C, s_cm, s_cn, scale, alpha, beta, HAS_BIAS, HAS_RES,
+                    RES_FIRST, ACT)
+
+
+def _b_stored(b_kn):
+    """B (K, N) — a view, Bᵀ of a stored (N, K) weight when trans_b — as the matrix in memory with unit column
+    stride, and whether that is (N, K)."""
+    return (b_kn.T, True) if b_kn.stride(-1) != 1 else (b_kn, False)
+
+
+def tma_reason(a2, b_kn) -> str | None:
+    """Why A (M, K) and B (K, N) as they lie in memory cannot be tensor descriptors (None when they can): the
+    bulk tensor copy wants float16/bfloat16 here (float32 stays on the pointer loop), a 2-D B, unit column stride,
+    row strides that are multiples of 16 bytes and 16-byte aligned bases; on CUDA, compute capability 9.0+."""
+    if a2.dtype not in (torch.float16, torch.bfloat16) or b_kn.dtype != a2.dtype:
+        return f"{a2.dtype}×{b_kn.dtype} operands: the tensor-descriptor loop is for float16/bfloat16 (one dtype)"
+    if b_kn.dim() != 2:
+        return f"B is {b_kn.dim()}-D: batched products take the pointer main loop"
+    if a2.is_cuda and torch.cuda.get_device_capability(a2.device) < (9, 0):
+        return "bulk tensor copies (TMA) need compute capability 9.0 or newer"
+    if not (a2.numel() and b_kn.numel()):
+        return "an empty operand"
+    for name, t in (("A", a2), ("B" if b_kn.stride(-1) == 1 else "Bᵀ (the stored weight)", _b_stored(b_kn)[0])):
+        if t.stride(-1) != 1:
+            return f"{name} has column stride {t.stride(-1)}, not 1"
+        if t.stride(0) * t.element_size() % 16:
+            return f"{name}'s row stride ({t.stride(0)} elements) is not a multiple of 16 bytes"
+        if t.data_ptr() % 16:
+            return f"{name}'s base address is not 16-byte aligned"
+    return None
+
+
+def tma_descriptors(a2, b_kn, cfg):
+    """Host-side tensor descriptors of A (block BM × BK) and of B as stored: (N, K) in BN × BK blocks (read as
+    their transpose) or (K, N) in BK × BN blocks. Returns (A's, B's, whether B is (N, K))."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    b_mem, b_nk = _b_stored(b_kn)
+    a_desc = TensorDescriptor(a2, list(a2.shape), list(a2.stride()), [cfg["BM"], cfg["BK"]])
+    block = [cfg["BN"], cfg["BK"]] if b_nk else [cfg["BK"], cfg["BN"]]
+    return a_desc, TensorDescriptor(b_mem, list(b_mem.shape), list(b_mem.stride()), block), b_nk
 
 
 def gemm_epilogue(a, b, bias=None, residual=None, trans_b=0, scale=1.0, activation="none", alpha=0.0, beta=0.0,
@@ -140,6 +221,19 @@ def gemm_epilogue(a, b, bias=None, residual=None, trans_b=0, scale=1.0, activati
         allow_tf32 = torch.backends.cuda.matmul.allow_tf32
     precision = "tf32" if (a.dtype == torch.float32 and allow_tf32 and a.device.type == "cuda") else "ieee"
     grid = (triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"]), nb)
+    if cfg.get("TMA"):
+        why = tma_reason(a3[0], b)
+        if why is None:
+            a_desc, b_desc, b_nk = tma_descriptors(a3[0], b, cfg)
+            _gemm_tma_kernel[grid](a_desc, b_desc, bias_v, r3[0], c3[0], m, n, k, *r3[0].stride(), *c3[0].stride(),
+                                   float(scale), float(alpha), float(beta), HAS_BIAS=bias is not None,
+                                   HAS_RES=residual is not None, RES_FIRST=bool(residual_first), ACT=activation,
+                                   B_NK=b_nk, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"],
+                                   num_warps=cfg["warps"], num_stages=cfg["stages"])
+            return c
+        log = get_logger()      # e.g. a misaligned view at a shape other than the opt point's, where fits() judged
+        if log.is_verbose:
+            log.verbose(f"triton_gemm TMA config on A {tuple(a3[0].shape)}: pointer main loop instead ({why})")
     _gemm_kernel[grid](a3, b3, bias_v, r3, c3, m, n, k, *a3.stride(), *b3.stride(), *r3.stride(), *c3.stride(),
                        float(scale), float(alpha), float(beta), HAS_BIAS=bias is not None,
                        HAS_RES=residual is not None, RES_FIRST=bool(residual_first), ACT=activation,
@@ -148,7 +242,7 @@ def gemm_epilogue(a, b, bias=None, residual=None, trans_b=0, scale=1.0, activati
     return c
 
 
-@tactic("MatMulEpilogue", name="triton_gemm", configs=CONFIGS, priority=1)
+@tactic("MatMulEpilogue", name="triton_gemm", configs=CONFIGS + TMA_CONFIGS, priority=1)
 class TritonGemmEpilogue:
     @staticmethod
     def supports(layer, device):
@@ -163,11 +257,24 @@ class TritonGemmEpilogue:
     def fits(layer, cfg, inputs):
         """16-row tiles re-read the weight once per 16 rows: above SKINNY_ROWS rows a 64-row tile reads it 4× less
         (on an H200, with these configs open to every GEMM, ConvNeXt-T at batch 1 picked them for its 196-row
-        GEMMs by isolated timing and its GEMM kernels took 216 µs per inference in the network, kernel profile)."""
+        GEMMs by isolated timing and its GEMM kernels took 216 µs per inference in the network, kernel profile).
+        TMA configs need operands that tensor descriptors can read (tma_reason). A is judged on the strides of its
+        leading dims of size > 1, any of which may become the row stride of the (M, K) view the launch takes: all
+        16-byte multiples is sufficient (conservative where the launch would copy A). A call that does not meet
+        the conditions at run time (another shape or view) takes the pointer main loop with the same tiles."""
         a = inputs[0]
         rows = a.numel() // a.shape[-1] if isinstance(a, torch.Tensor) and a.dim() and a.shape[-1] else 0
         if cfg.get("BM", 64) <= 16 and rows > SKINNY_ROWS:
             return f"16-row tiles are for products of at most {SKINNY_ROWS} rows (this one has {rows})"
+        if cfg.get("TMA") and len(inputs) > 1 and isinstance(a, torch.Tensor) and isinstance(inputs[1], torch.Tensor):
+            b = inputs[1]
+            if b.dim() >= 2 and (layer.attrs.get("trans_b", 0) if layer is not None else 0):
+                b = b.transpose(-1, -2)
+            if a.dim() < 2 or not a.numel():
+                return "A is not a non-empty matrix"
+            lead = [st for size, st in zip(a.shape[:-1], a.stride()[:-1]) if size > 1] or [a.shape[-1]]
+            worst = next((st for st in lead if st * a.element_size() % 16), lead[0])
+            return tma_reason(a.as_strided((1, a.shape[-1]), (worst, a.stride(-1))), b)   # one row: A's judge
         return None
 
     @staticmethod

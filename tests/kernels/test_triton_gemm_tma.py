@@ -1,0 +1,260 @@
+"""The Triton GEMM's tensor-descriptor main loop (triton_gemm TMA=1) under TRITON_INTERPRET=1, against onnxruntime
+running the unfused ONNX graph (Transpose → MatMul → Mul → Add bias → [Add residual] → Gelu/Relu → [Add residual])
+in float32 on the same float16 values: the kernel accumulates in float32 and rounds once to float16, so the
+bound is a few float16 half-ulps. Also: TritonGemmEpilogue.fits' reasons, the run-time fallback to the pointer
+loop, the configs' ids and pruning, and that the comparison catches a wrong epilogue."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import TensorProto, helper
+
+from tensorforge.ir import Layer
+from tensorforge.kernels import triton_gemm
+from tensorforge.kernels.triton_gemm import TMA_CONFIGS, TritonGemmEpilogue, gemm_epilogue
+
+# 32 × 16 tiles, K steps of 32: M = 40 leaves a partial last row tile, N = 24 a partial column tile, K = 40 a
+# K step with 8 of 32 columns inside (all read as 0 past the edge). fp16 rows of 40 and 24 are 16-byte multiples.
+TMA_SMALL = {"BM": 32, "BN": 16, "BK": 32, "G": 2, "stages": 1, "warps": 1, "TMA": 1}
+M, K, N = 40, 40, 24
+RTOL = {torch.float16: 2e-3}
+
+
+def oracle(a, w, bias=None, residual=None, trans_b=0, scale=1.0, act="none", residual_first=0):
+    """onnxruntime on the unfused graph, float32 (the inputs' values exactly), as a float64 numpy array."""
+    f32 = lambda t: t.detach().to(torch.float32).numpy()
+    feeds, nodes, inputs = {"A": f32(a), "W": f32(w)}, [], []
+    b_name = "W"
+    if trans_b:
+        nodes.append(helper.make_node("Transpose", ["W"], ["Wt"], perm=[1, 0]))
+        b_name = "Wt"
+    nodes.append(helper.make_node("MatMul", ["A", b_name], ["y0"]))
+    y = "y0"
+    inits = [helper.make_tensor("s", TensorProto.FLOAT, [], [scale])]
+    nodes.append(helper.make_node("Mul", [y, "s"], ["y1"]))
+    y = "y1"
+    if bias is not None:
+        feeds["bias"] = f32(bias)
+        nodes.append(helper.make_node("Add", [y, "bias"], ["y2"]))
+        y = "y2"
+    if residual is not None:
+        feeds["R"] = f32(residual)
+    if residual is not None and residual_first:
+        nodes.append(helper.make_node("Add", [y, "R"], ["y3"]))
+        y = "y3"
+    if act != "none":
+        kw = {"approximate": "tanh"} if act == "GeluTanh" else {}
+        nodes.append(helper.make_node("Gelu" if act.startswith("Gelu") else act, [y], ["y4"], **kw))
+        y = "y4"
+    if residual is not None and not residual_first:
+        nodes.append(helper.make_node("Add", [y, "R"], ["y5"]))
+        y = "y5"
+    nodes.append(helper.make_node("Identity", [y], ["Y"]))
+    out_shape = [*feeds["A"].shape[:-1], w.shape[0] if trans_b else w.shape[1]]
+    for name, arr in feeds.items():
+        inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(arr.shape)))
+    graph = helper.make_graph(nodes, "unfused", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    onnx.checker.check_model(model)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(["Y"], feeds)[0].astype(np.float64)
+
+
+def check(got, want, dtype=torch.float16):
+    """|got − want| ≤ rtol·|want| + rtol·max|want| elementwise (float16: 2e-3 ≈ 4 half-ulps)."""
+    g = got.detach().to(torch.float64).numpy()
+    rtol = RTOL[dtype]
+    err = np.abs(g - want)
+    bound = rtol * np.abs(want) + rtol * np.abs(want).max()
+    assert g.shape == want.shape, f"shape {g.shape} ≠ {want.shape}"
+    assert (err <= bound).all(), (f"{int((err > bound).sum())} of {err.size} elements off; worst "
+                                  f"{err.max():.4g} at {np.unravel_index(err.argmax(), err.shape)}")
+
+
+@pytest.fixture
+def tma_only(monkeypatch):
+    """The pointer main loop must not run: a silent fallback would make the TMA tests test the other kernel."""
+    class Forbidden:
+        def __getitem__(self, grid):
+            raise AssertionError("the pointer main loop ran instead of the tensor-descriptor one")
+    monkeypatch.setattr(triton_gemm, "_gemm_kernel", Forbidden())
+
+
+def operands(dtype=torch.float16, trans_b=1, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(M, K, generator=g).to(dtype)
+    w = (torch.randn(N, K, generator=g) if trans_b else torch.randn(K, N, generator=g)).mul(0.5).to(dtype)
+    return a, w, torch.randn(N, generator=g).to(dtype), torch.randn(M, N, generator=g).to(dtype)
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("act", ["Gelu", "GeluTanh", "Relu", "none"])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_tma_gemm_bias_activation(tma_only, trans_b, act, with_bias):
+    a, w, bias, _ = operands(trans_b=trans_b)
+    bias = bias if with_bias else None
+    alpha = 1.0 if act == "GeluTanh" else 0.0       # the IR spells tanh-GELU as Gelu with alpha 1
+    got = gemm_epilogue(a, w, bias, trans_b=trans_b, activation="Gelu" if act == "GeluTanh" else act, alpha=alpha,
+                        cfg=TMA_SMALL)
+    assert got.dtype == torch.float16 and got.shape == (M, N)
+    check(got, oracle(a, w, bias, trans_b=trans_b, act=act))
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("res_first", [0, 1])
+def test_tma_gemm_residual_before_and_after_activation(tma_only, trans_b, res_first):
+    a, w, bias, r = operands(trans_b=trans_b, seed=1)
+    got = gemm_epilogue(a, w, bias, r, trans_b=trans_b, scale=0.5, activation="Relu", residual_first=res_first,
+                        cfg=TMA_SMALL)
+    check(got, oracle(a, w, bias, r, trans_b=trans_b, scale=0.5, act="Relu", residual_first=res_first))
+
+
+def test_tma_gemm_folded_rows_and_broadcast_residual(tma_only):
+    """A (2, 20, K) folded into 40 rows, a broadcast (N,) residual added after erf-GELU. (bfloat16 is not checked
+    here: the interpreter's tl.dot on bfloat16 returns garbage, ~1e10, for the pointer loop too — Triton 3.9 CPU.)"""
+    a, w, bias, _ = operands(seed=2)
+    r = torch.randn(N).to(torch.float16)
+    got = gemm_epilogue(a.reshape(2, 20, K), w, bias, r, trans_b=1, activation="Gelu", cfg=TMA_SMALL)
+    assert got.shape == (2, 20, N)
+    check(got.reshape(M, N), oracle(a, w, bias, r.expand(M, N), trans_b=1, act="Gelu"))
+
+
+def test_tma_tactic_build_on_a_transposed_activation(tma_only):
+    """Through TritonGemmEpilogue.build: A a (S, B, K) tensor seen as (B, S, K) (ViT's Transpose before its
+    projections) is multiplied in memory order as one (S·B, K) descriptor; the output is the same permutation."""
+    a, w, bias, r = operands(seed=3)
+    x = a.reshape(4, 10, K).transpose(0, 1)                        # (10, 4, K), rows in memory order (4, 10)
+    res = r.reshape(4, 10, N).transpose(0, 1)
+    layer = Layer("fc1", "MatMulEpilogue", ["x", "w", "b", "r"], ["y"],
+                  {"trans_b": 1, "activation": "Gelu", "residual_first": 0})
+    got = TritonGemmEpilogue.build(layer, TMA_SMALL, torch.device("cpu"))([x, w, bias, res])[0]
+    assert got.shape == (10, 4, N)
+    want = oracle(x.reshape(-1, K), w, bias, res.reshape(-1, N), trans_b=1, act="Gelu")
+    check(got.reshape(-1, N), want)
+
+
+def test_misaligned_call_falls_back_to_the_pointer_loop(monkeypatch):
+    """A row stride of 44 fp16 (88 bytes) cannot be a descriptor: the same tiles run with pointer loads."""
+    class Forbidden:
+        def __getitem__(self, grid):
+            raise AssertionError("the tensor-descriptor loop ran on a misaligned A")
+    monkeypatch.setattr(triton_gemm, "_gemm_tma_kernel", Forbidden())
+    a, w, bias, _ = operands(seed=4)
+    wide = torch.zeros(M, 44, dtype=torch.float16)
+    wide[:, :K] = a
+    got = gemm_epilogue(wide[:, :K], w, bias, trans_b=1, activation="Gelu", cfg=TMA_SMALL)
+    check(got, oracle(a, w, bias, trans_b=1, act="Gelu"))
+
+
+# --- fits -----------------------------------------------------------------------------------------------------
+
+def _fits(a, b, trans_b=1, cfg=TMA_CONFIGS[0]):
+    layer = Layer("g", "MatMulEpilogue", ["a", "b"], ["y"], {"trans_b": trans_b})
+    return TritonGemmEpilogue.fits(layer, cfg, [a, b])
+
+
+def test_fits_takes_the_vit_fc1_shape():
+    a, w = torch.empty(32, 197, 768, dtype=torch.float16), torch.empty(3072, 768, dtype=torch.float16)
+    assert all(_fits(a, w, cfg=c) is None for c in TMA_CONFIGS)
+    assert _fits(a, w.T.contiguous(), trans_b=0) is None
+    assert _fits(a.bfloat16(), w.bfloat16()) is None
+    qkv = torch.empty(32, 197, 3 * 768, dtype=torch.float16)       # a slice of a wider tensor: row stride 2304
+    assert _fits(qkv[..., 768:1536], w) is None
+
+
+def test_fits_refuses_what_descriptors_cannot_read():
+    h = torch.float16
+    w = torch.empty(24, 40, dtype=h)
+    assert "row stride (44 elements) is not a multiple of 16 bytes" in _fits(torch.empty(40, 44, dtype=h)[:, :40], w)
+    assert "base address is not 16-byte aligned" in _fits(torch.empty(40 * 40 + 1, dtype=h)[1:].view(40, 40), w)
+    a36 = torch.empty(40, 40, dtype=h)[:, :36]            # K = 36 read from 16-byte rows: only B is misaligned
+    assert "Bᵀ (the stored weight)'s row stride (36 elements)" in _fits(a36, torch.empty(24, 36, dtype=h))
+    assert "B's row stride (20 elements)" in _fits(torch.empty(40, 40, dtype=h), torch.empty(40, 20, dtype=h), 0)
+    assert "float16/bfloat16" in _fits(torch.empty(40, 40), torch.empty(24, 40))
+    assert "batched products" in _fits(torch.empty(2, 40, 40, dtype=h), torch.empty(2, 24, 40, dtype=h))
+    # the pointer configs take all of these (their only refusal is the skinny one)
+    assert _fits(torch.empty(40, 36, dtype=h), torch.empty(24, 36, dtype=h), cfg=triton_gemm.CONFIGS[0]) is None
+    skinny_tma = {**triton_gemm.CONFIGS[6], "TMA": 1}
+    assert "at most 64 rows" in _fits(torch.empty(128, 40, dtype=h), w, cfg=skinny_tma)
+
+
+def test_tma_configs_are_registered_with_ids_that_round_trip_and_survive_pruning():
+    """The tactic offers the pointer and TMA configs; an id names TMA=1 and parses back to the same config; the
+    tile pruning never lets a TMA config stand in for a pointer one (or back), and drops none of the TMA configs
+    on the ViT FC1 product (fp16 stages ≤ 147 KB < an H100's 227 KB)."""
+    from tensorforge.builder import tactics
+    from tensorforge.kernels.registry import _TACTICS, _parse_id
+    tac = next(t for t in _TACTICS["MatMulEpilogue"] if t.name == "triton_gemm")
+    assert tac.configs == triton_gemm.CONFIGS + TMA_CONFIGS and tac.fits is not None
+    tid = tac.id(TMA_CONFIGS[0])
+    assert tid == "matmulepilogue.triton_gemm[BK=64,BM=128,BN=128,G=8,TMA=1,stages=4,warps=8]"
+    assert _parse_id(tid)[2] == TMA_CONFIGS[0]
+    found = [(tac, c) for c in tac.configs]
+    layer = Layer("g", "MatMulEpilogue", ["a", "b"], ["y"], {"trans_b": 1})
+    a, w = torch.empty(6304, 768, dtype=torch.float16), torch.empty(3072, 768, dtype=torch.float16)
+    assert not any("TMA=1" in t for t in tactics._prune(layer, found, [a, w], torch.device("cpu")))
+    small = tactics._prune(layer, found, [torch.empty(16, 1024, dtype=torch.float16), torch.empty(1024, 1024,
+                                                                                                 dtype=torch.float16)],
+                           torch.device("cpu"))
+    for t, why in small.items():
+        assert ("TMA=1" in t) == ("TMA=1" in why), (t, why)
+
+
+# --- the comparison catches wrong kernels ------------------------------------------------------------------------
+
+def test_check_catches_a_dropped_bias_and_a_misplaced_residual(tma_only):
+    a, w, bias, r = operands(seed=5)
+    want = oracle(a, w, bias, r, trans_b=1, act="Gelu", residual_first=0)
+    check(gemm_epilogue(a, w, bias, r, trans_b=1, activation="Gelu", cfg=TMA_SMALL), want)
+    no_bias = gemm_epilogue(a, w, None, r, trans_b=1, activation="Gelu", cfg=TMA_SMALL)
+    with pytest.raises(AssertionError, match="elements off"):
+        check(no_bias, want)
+    res_first = gemm_epilogue(a, w, bias, r, trans_b=1, activation="Gelu", residual_first=1, cfg=TMA_SMALL)
+    with pytest.raises(AssertionError, match="elements off"):
+        check(res_first, want)
+
+
+# --- what the interpreter cannot check: it compiles for Hopper with bulk tensor copies and wgmma ---------------
+
+COMPILE = r'''
+import json, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from tensorforge.kernels import triton_gemm
+out = {}
+for cfg, b_nk, dt, act in ((triton_gemm.TMA_CONFIGS[0], True, "fp16", "Gelu"),
+                           (triton_gemm.TMA_CONFIGS[1], False, "bf16", "GeluTanh")):
+    bblock = [cfg["BN"], cfg["BK"]] if b_nk else [cfg["BK"], cfg["BN"]]
+    consts = {"HAS_BIAS": True, "HAS_RES": not b_nk, "RES_FIRST": False, "ACT": act, "B_NK": b_nk,
+              "BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "G": cfg["G"]}
+    sig = {"A": f"tensordesc<{dt}[{cfg['BM']}, {cfg['BK']}]>", "B": f"tensordesc<{dt}[{bblock[0]}, {bblock[1]}]>",
+           **{p: f"*{dt}" for p in ("Bias", "R", "C")}, **{n: "i32" for n in "M N K s_rm s_rn s_cm s_cn".split()},
+           "scale": "fp32", "alpha": "fp32", "beta": "fp32", **{c: "constexpr" for c in consts}}
+    k = triton.compile(ASTSource(fn=triton_gemm._gemm_tma_kernel, signature=sig, constexprs=consts),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg["warps"], "num_stages": cfg["stages"]})
+    ptx = k.asm["ptx"]
+    out[f"{dt}{b_nk}"] = {"wgmma": "wgmma" in ptx, "tma": "cp.async.bulk.tensor" in ptx, "cubin": len(k.asm["cubin"]),
+                          "smem": k.metadata.shared}
+print("REPORT" + json.dumps(out))
+'''
+
+
+def test_tma_kernel_compiles_for_sm90_with_bulk_copies_and_wgmma():
+    """Both B layouts (a (N, K) weight read as its transpose; a (K, N) one) compile to sm_90 code whose main loop
+    is cp.async.bulk.tensor + wgmma, with the stages in shared memory an H100 has (≤ 227 KB)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend is not installed")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    proc = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.split("REPORT", 1)[1])
+    assert len(report) == 2, report
+    for r in report.values():
+        assert r["wgmma"] and r["tma"] and r["cubin"] > 0 and r["smem"] <= 232448, report
