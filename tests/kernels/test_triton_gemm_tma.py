@@ -55,8 +55,8 @@ def oracle(a, w, bias=None, residual=None, trans_b=0, scale=1.0, act="none", res
     out_shape = [*feeds["A"].shape[:-1], w.shape[0] if trans_b else w.shape[1]]
     for name, arr in feeds.items():
         inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(arr.shape)))
-    graph = helper.make_graph(nodes, "unfused", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)],
-                              initializer=inits)
+    out = helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)
+    graph = helper.make_graph(nodes, "unfused", inputs, [out], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
     onnx.checker.check_model(model)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -234,7 +234,8 @@ for cfg, b_nk, dt, act in ((triton_gemm.TMA_CONFIGS[0], True, "fp16", "Gelu"),
            **{p: f"*{dt}" for p in ("Bias", "R", "C")}, **{n: "i32" for n in "M N K s_rm s_rn s_cm s_cn".split()},
            "scale": "fp32", "alpha": "fp32", "beta": "fp32", **{c: "constexpr" for c in consts}}
     k = triton.compile(ASTSource(fn=triton_gemm._gemm_tma_kernel, signature=sig, constexprs=consts),
-                       target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg["warps"], "num_stages": cfg["stages"]})
+                       target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": cfg["warps"], "num_stages": cfg["stages"]})
     ptx = k.asm["ptx"]
     out[f"{dt}{b_nk}"] = {"wgmma": "wgmma" in ptx, "tma": "cp.async.bulk.tensor" in ptx, "cubin": len(k.asm["cubin"]),
                           "smem": k.metadata.shared}
