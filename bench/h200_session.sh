@@ -16,7 +16,7 @@
 set -u
 export PYTHONPATH=.
 LABEL="$2"
-LIMIT=570
+LIMIT=${LIMIT:-570}
 PREWARM=${PREWARM:-/tmp/tf-prewarm}
 left() { echo $(( LIMIT - SECONDS )); }
 bench() { python3 bench/run.py "$@" --out-dir "$OUT" --label "$LABEL" --no-plots --append --budget-s "$(( $(left) - 15 ))"
