@@ -46,6 +46,7 @@ case "$1" in
     smoke trees 60
     smoke int8_layers 90
     smoke build_time 120
+    smoke transformer_build 90
     smoke contrib_ops 40
     ;;
   *) echo "usage: bash bench/h200_session.sh RECORD|PRECISION LABEL [fp16[,fp32] | seconds]" >&2; exit 2 ;;

@@ -26,16 +26,22 @@ from tensorforge.runtime import ExecutionContext
 sys.path.insert(0, ".")
 from bench.measure import cuda_times
 data = open(sys.argv[1], "rb").read()
+shape, vocab = json.loads(sys.argv[2])              # vocab: token ids in [0, vocab) instead of N(0, 1) floats
 torch.zeros(1, device="cuda")                       # the CUDA context is not the build's cost
 t0 = time.perf_counter()
-engine = tfg.build(data, fp16=True, shapes={"input": (1, 3, 224, 224)}, device="cuda")
+engine = tfg.build(data, fp16=True, shapes={"input": tuple(shape)}, device="cuda")
 build_s = time.perf_counter() - t0
 info = engine.data.build_info["tactics"]
 ctx = ExecutionContext(engine.data, "cuda")
-x = torch.randn(1, 3, 224, 224, device="cuda")
+g = torch.Generator().manual_seed(1)
+x = (torch.randint(0, vocab, shape, generator=g) if vocab else torch.randn(shape, generator=g)).cuda()
+y = ctx.run({"input": x})["output"].float().cpu()
 bound = ctx.bind_inputs({"input": x}) or {"input": x}
 ms = statistics.median(cuda_times(lambda: ctx.run(bound, copy_outputs=False), iters=200, warmup=20))
-print("RESULT" + json.dumps({"build_s": build_s, "tactics": info, "median_ms": ms,
+import numpy as np, onnxruntime as ort
+ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"input": x.cpu().numpy()})[0]
+cos = torch.nn.functional.cosine_similarity(y.flatten().double(), torch.from_numpy(ref).flatten().double(), dim=0)
+print("RESULT" + json.dumps({"build_s": build_s, "tactics": info, "median_ms": ms, "cosine_vs_ort": cos.item(),
                              "chosen": [l.tactic for l in engine.data.layers]}))
 '''
 
@@ -48,11 +54,14 @@ def export_model(path: str, name: str = "mobilenet_v3_large") -> None:
         f.write(data)
 
 
-def cold_build(onnx_path: str, workers: int, root: str) -> dict:
+def cold_build(onnx_path: str, workers: int, root: str, shape=(1, 3, 224, 224), vocab: int = 0) -> dict:
+    """A cold fp16 build on CUDA in a fresh process with fresh caches under `root`: its seconds, tactic summary,
+    engine median latency and the output's cosine to onnxruntime fp32 on one input (token ids below `vocab` when
+    vocab > 0, else N(0, 1))."""
     env = dict(os.environ, TFG_COMPILE_WORKERS=str(workers), TFG_CACHE_DIR=os.path.join(root, f"tfg{workers}"),
                TRITON_CACHE_DIR=os.path.join(root, f"triton{workers}"), PYTHONPATH=os.getcwd())
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", CHILD, onnx_path], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-c", CHILD, onnx_path, json.dumps([list(shape), vocab])], capture_output=True, text=True, env=env,
                           timeout=int(os.environ.get("BUILD_TIME_LIMIT_S", "150")))
     if proc.returncode != 0 or "RESULT" not in proc.stdout:
         raise RuntimeError(f"workers={workers} build failed: {proc.stderr[-2000:]}")
@@ -68,7 +77,8 @@ def describe(workers: int, r: dict) -> str:
             f"{k.get('inline_s', 0):.1f} s, timing {t.get('timing_s', 0):.1f} s ({t['measurements']} candidates, "
             f"{t['timed_layers']} layers); {k.get('variants', 0)} distinct variants, {k.get('workers', 0)} compiled "
             f"by the workers in {k.get('workers_compile_s', 0):.1f} CPU s, {k.get('failed', 0)} failed, "
-            f"{k.get('new_entries', 0)} cache entries; engine median {r['median_ms'] * 1000:.1f} µs")
+            f"{k.get('new_entries', 0)} cache entries; engine median {r['median_ms'] * 1000:.1f} µs, "
+            f"cosine to onnxruntime fp32 {r['cosine_vs_ort']:.5f}")
 
 
 def survey(models: list[str], workers: int) -> int:
