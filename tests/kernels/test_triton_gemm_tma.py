@@ -58,6 +58,7 @@ def oracle(a, w, bias=None, residual=None, trans_b=0, scale=1.0, act="none", res
     out = helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)
     graph = helper.make_graph(nodes, "unfused", inputs, [out], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9      # opset 20's IR; onnx 1.23 writes 14 by default, which onnxruntime 1.30 refuses
     onnx.checker.check_model(model)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(["Y"], feeds)[0].astype(np.float64)
