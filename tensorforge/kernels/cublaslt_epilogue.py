@@ -15,10 +15,14 @@ fp16/bf16; addmm → round → gelu → round rounds twice. The result is within
 bias of N values, beta = 1, fp16/bf16/fp32/fp64, both dims of both matrices > 1); otherwise it runs the GEMM then
 relu_ / gelu_(approximate="tanh") itself — the same math, two passes. Timing decides, per shape, whether it wins.
 
+No bias (GPT-2's Conv1D biases are zero at initialisation and exporters fold them away, as do bias-free MLPs):
+the epilogues take one, so a zero vector of N values stands in, made once per layer, dtype and device (N reads
+per output tile, nothing beside M·N); act(A·B + 0) = act(A·B) exactly, and the one rounding is kept.
+
 CUDA only (supports() says why): on the CPU `_addmm_activation` is addmm then the activation — what torch_addmm
 already runs — and its use_gelu applies the erf GELU there (ATen's CPU kernel calls gelu_ with its default), not
 the tanh form. Tests build the kernel on the CPU directly; there the GELU runs as a separate tanh pass (below).
-Refused with a reason: other activations, erf GELU (alpha ≠ 1), no bias, a residual, scale ≠ 1, unknown attributes;
+Refused with a reason: other activations, erf GELU (alpha ≠ 1), a residual, scale ≠ 1, unknown attributes;
 fits() refuses a batched B, a bias that is not N values, and other dtypes.
 """
 
@@ -46,6 +50,11 @@ def addmm_activation(use_gelu: bool, device: torch.device):
     return lambda bias, a2, b: torch._addmm_activation(bias, a2, b, use_gelu=use_gelu)
 
 
+def stand_in_bias(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The bias a bias-free layer hands the RELU_BIAS / GELU_BIAS epilogue: N zeros."""
+    return torch.zeros(n, dtype=dtype, device=device)
+
+
 @tactic("MatMulEpilogue", name="cublaslt_act", priority=4)   # below torch_addmm (5): untimed builds keep that one
 class CublasLtActEpilogue:
     @staticmethod
@@ -64,8 +73,6 @@ class CublasLtActEpilogue:
             return "Gelu in its erf form (alpha=0): cuBLASLt's GELU epilogue computes the tanh approximation only"
         if float(a_.get("scale", 1.0)) != 1.0:
             return f"scale {a_.get('scale')} ≠ 1"
-        if not _present(layer, 2):
-            return "no bias: the RELU_BIAS / GELU_BIAS epilogues take one"
         if _present(layer, 3):
             return "a residual input: cuBLASLt's activation epilogues add no second tensor"
         return None
@@ -82,8 +89,8 @@ class CublasLtActEpilogue:
         if a.dtype not in _DTYPES or b.dtype != a.dtype:
             return f"operands {a.dtype} · {b.dtype}: this tactic takes float16, bfloat16 or float32, both alike"
         n = b.shape[0] if int(layer.attrs.get("trans_b", 0)) else b.shape[1]
-        if bias is None or bias.numel() != n:
-            return f"the bias has {None if bias is None else bias.numel()} values, not one per column ({n})"
+        if bias is not None and bias.numel() != n:
+            return f"the bias has {bias.numel()} values, not one per column ({n})"
         return None
 
     @staticmethod
@@ -92,6 +99,7 @@ class CublasLtActEpilogue:
         act, _, _, _ = epilogue_attrs(layer.attrs)
         fused = addmm_activation(USE_GELU[act], device)
         kept: list = [None, None]           # the bias as given, and as the 1-D contiguous vector of A's dtype
+        given = _present(layer, 2)
 
         def run(inputs):
             a, b, bias, _ = epilogue_operands(inputs)
@@ -101,7 +109,10 @@ class CublasLtActEpilogue:
 
         @rows_in_memory_order
         def product(a, b, bias, _residual):
-            if kept[0] is not bias or kept[1].dtype != a.dtype:
+            if not given:                   # no bias input: the epilogue's zero vector, made once
+                if kept[1] is None or kept[1].dtype != a.dtype or kept[1].device != a.device:
+                    kept[1] = stand_in_bias(b.shape[-1], a.dtype, a.device)
+            elif kept[0] is not bias or kept[1].dtype != a.dtype:
                 kept[0], kept[1] = bias, bias.reshape(-1).to(a.dtype).contiguous()
             y = fused(kept[1], a.reshape(-1, a.shape[-1]), b)
             return y.reshape(*a.shape[:-1], b.shape[-1])

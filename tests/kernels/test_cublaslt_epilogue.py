@@ -39,13 +39,17 @@ def _gelu_erf(x):
     return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
 
 
-def _model(act: str, a_shape, k: int, n: int, gemm: bool) -> bytes:
+def _model(act: str, a_shape, k: int, n: int, gemm: bool, bias: bool = True) -> bytes:
     """x @ W (+ bias) → act, unfused. gemm: Gemm(transB=1) with W stored (N, K) and C = bias; act "Relu" or
-    "Gelu" (opset 20's Gelu(approximate="tanh"))."""
+    "Gelu" (opset 20's Gelu(approximate="tanh")); bias=False: no bias at all (Gemm without C, MatMul alone)."""
     rng = np.random.default_rng(0)
     w = rng.standard_normal((n, k) if gemm else (k, n)).astype(np.float32)
     inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "B")]
-    if gemm:
+    if not bias:
+        inits = inits[:1]
+        nodes = [helper.make_node("Gemm", ["x", "W"], ["z"], transB=1) if gemm else
+                 helper.make_node("MatMul", ["x", "W"], ["z"])]
+    elif gemm:
         nodes = [helper.make_node("Gemm", ["x", "W", "B"], ["z"], transB=1)]
     else:
         nodes = [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["m", "B"], ["z"])]
@@ -84,15 +88,18 @@ def _engine_run(model: bytes, x: torch.Tensor, monkeypatch):
 
 
 CASES = [("Relu", (2, 5, 16), False), ("Relu", (7, 16), True), ("Gelu", (2, 5, 16), False), ("Gelu", (7, 16), True)]
+NO_BIAS = [("Relu", (2, 5, 16), False), ("Gelu", (2, 5, 16), False), ("Gelu", (7, 16), True)]
 
 
-@pytest.mark.parametrize("act,a_shape,gemm", CASES)
-def test_engine_matches_onnxruntime(act, a_shape, gemm, monkeypatch):
-    """fp32, tight tolerance: the tanh and erf GELUs differ by up to ~5e-4 here, far outside it."""
-    model = _model(act, a_shape, 16, 12, gemm)
+@pytest.mark.parametrize("act,a_shape,gemm,bias", [c + (True,) for c in CASES] + [c + (False,) for c in NO_BIAS])
+def test_engine_matches_onnxruntime(act, a_shape, gemm, bias, monkeypatch):
+    """fp32, tight tolerance: the tanh and erf GELUs differ by up to ~5e-4 here, far outside it. Bias-free layers
+    (GPT-2's FC1 as the dynamo exporter writes it) run with the stand-in zero bias."""
+    model = _model(act, a_shape, 16, 12, gemm, bias)
     x = torch.randn(*a_shape, generator=torch.Generator().manual_seed(1))
     layer, got = _engine_run(model, x, monkeypatch)
     assert layer.attrs["activation"] == act and int(layer.attrs.get("trans_b", 0)) == int(gemm)
+    assert (len(layer.inputs) > 2 and bool(layer.inputs[2])) == bias
     if act == "Gelu":
         assert layer.attrs["alpha"] == 1.0
     assert_close(got, ort_run(model, {"x": x.numpy()}), rtol=1e-5, atol=1e-5)
@@ -104,6 +111,16 @@ def test_swapped_epilogue_fails_the_comparison(act, monkeypatch):
     the same check that passes above."""
     monkeypatch.setattr(cublaslt_epilogue, "USE_GELU", {"Relu": True, "Gelu": False})
     model = _model(act, (2, 5, 16), 16, 12, False)
+    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(1))
+    _, got = _engine_run(model, x, monkeypatch)
+    with pytest.raises(AssertionError):
+        assert_close(got, ort_run(model, {"x": x.numpy()}), rtol=1e-5, atol=1e-5)
+
+
+def test_a_nonzero_stand_in_bias_fails_the_comparison(monkeypatch):
+    """Break on purpose: the bias-free layer's stand-in made of ones instead of zeros must fail the same check."""
+    monkeypatch.setattr(cublaslt_epilogue, "stand_in_bias", lambda n, dtype, device: torch.ones(n, dtype=dtype))
+    model = _model("Gelu", (2, 5, 16), 16, 12, False, bias=False)
     x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(1))
     _, got = _engine_run(model, x, monkeypatch)
     with pytest.raises(AssertionError):
@@ -128,9 +145,9 @@ def test_layers_it_refuses_say_why():
     assert "CUDA" in sup(_layer(3, activation="Relu"), CPU)
     assert "erf form" in sup(_layer(3, activation="Gelu", alpha=0.0), CUDA)
     assert "erf form" in sup(_layer(3, activation="Gelu"), CUDA)                     # alpha's default is 0
-    assert "no bias" in sup(_layer(2, activation="Relu"), CUDA)
+    assert sup(_layer(2, activation="Relu"), CUDA) is None                           # no bias: zeros stand in
     no_bias = Layer("fc", "MatMulEpilogue", ["a", "b", "", "r"], ["y"], {"activation": "Relu"})
-    assert "no bias" in sup(no_bias, CUDA)
+    assert "residual" in sup(no_bias, CUDA)
     assert "residual" in sup(_layer(4, activation="Relu", residual_first=1), CUDA)
     assert "scale" in sup(_layer(3, activation="Relu", scale=0.5), CUDA)
     assert "ReLU and tanh-GELU only" in sup(_layer(3, activation="Sigmoid"), CUDA)
@@ -146,6 +163,7 @@ def test_inputs_it_refuses_say_why():
     assert "3-D" in fits(relu, {}, [torch.randn(2, 4, 8), torch.randn(2, 8, 6), b])
     assert "not one per column (6)" in fits(relu, {}, [a, w, torch.randn(5)])
     assert fits(relu, {}, [a, w, torch.randn(1, 6)]) is None                           # (1, N) reshapes to (N,)
+    assert fits(_layer(2, activation="Relu"), {}, [a, w]) is None                      # no bias
     assert "float16" in fits(relu, {}, [a.double(), w.double(), b.double()])
     assert "both alike" in fits(relu, {}, [a.half(), w, b])
     assert "residual" in fits(_layer(4, activation="Relu"), {}, [a, w, b, torch.randn(4, 6)])
@@ -201,17 +219,18 @@ def test_cuda_gelu_epilogue_is_the_tanh_form(dtype):
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 @pytest.mark.parametrize("act,alpha", [("Relu", 0.0), ("Gelu", 1.0)])
 @pytest.mark.parametrize("trans_b", [0, 1])
-def test_cuda_tactic_matches_the_reference(act, alpha, trans_b):
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_cuda_tactic_matches_the_reference(act, alpha, trans_b, with_bias):
     """fp16, a GPT-2 FC1-like shape: max error against the float64 reference no larger than torch_addmm's + one
-    fp16 step (one rounding instead of two)."""
+    fp16 step (one rounding instead of two); with_bias=False: the stand-in zero bias."""
     from tensorforge.kernels.torch_fused import TorchMatMulEpilogue
     g = torch.Generator().manual_seed(5)
     a, w = torch.randn(2, 64, 256, generator=g), torch.randn(256, 512, generator=g) / 16
     b = torch.randn(512, generator=g)
     w = w.t().contiguous() if trans_b else w
-    layer = _layer(3, activation=act, alpha=alpha, trans_b=trans_b)
+    layer = _layer(3 if with_bias else 2, activation=act, alpha=alpha, trans_b=trans_b)
     assert Lt.supports(layer, CUDA) is None
-    ins = [t.to(CUDA, torch.float16) for t in (a, w, b)]
+    ins = [t.to(CUDA, torch.float16) for t in ((a, w, b) if with_bias else (a, w))]
     assert Lt.fits(layer, {}, ins) is None
     want = get_spec("MatMulEpilogue").reference(*(t.double() for t in ins), activation=act, alpha=alpha,
                                                 trans_b=trans_b)
