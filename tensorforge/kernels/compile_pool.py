@@ -10,6 +10,9 @@ checks are kernels/compile_cache.py; a build's pool is created by its `for_build
 import hashlib
 import json
 import os
+import sys
+from contextlib import contextmanager
+
 
 def _generated_text(module: str) -> str | None:
     """The source of a generated kernel module (kernels/generated.py names them tensorforge_kernel_<hash16>)."""
@@ -193,6 +196,28 @@ def _reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
 
 
+@contextmanager
+def _workers_skip_main():
+    """While worker processes are spawned: the parent's `__main__` shows neither a file nor a module spec, so
+    spawned children do not import it. Otherwise each child re-runs the user's script from the top (as
+    `__mp_main__`): a build script written without an `if __name__ == "__main__":` guard — TensorRT samples'
+    habit — built its model again in every worker, whose nested pool then failed (BrokenProcessPool) and every
+    kernel compiled in the parent. The workers run only this module's functions, so they never need `__main__`.
+    Restored on exit; the build's own thread is the only one spawning."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
 class CompilePool:
     """Worker processes (spawned: the parent holds a CUDA context) that compile discovered jobs into `folder`.
 
@@ -227,6 +252,11 @@ class CompilePool:
                                              mp_context=multiprocessing.get_context("spawn"), initargs=(self.folder,))
         return self._pool
 
+    def _spawn_submit(self, fn, *args):
+        """The executor's submit, which is where it spawns its processes: with `__main__` out of their sight."""
+        with _workers_skip_main():
+            return self._executor().submit(fn, *args)
+
     def backlog(self) -> int:
         """Compiles queued or running in the workers."""
         return sum(1 for f in self._futures.values() if f is not None and not f.done())
@@ -250,7 +280,10 @@ class CompilePool:
                 continue
             keys.append(key)
             self.cached += cached
-            self._futures[key] = None if cached else self._executor().submit(compile_job, job, triton_environment(), key)
+            if cached:
+                self._futures[key] = None
+            else:
+                self._futures[key] = self._spawn_submit(compile_job, job, triton_environment(), key)
             self._names[key] = job[1]
             self._jobs[key] = job
         return keys
