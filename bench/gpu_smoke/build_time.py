@@ -75,7 +75,9 @@ def describe(workers: int, r: dict) -> str:
     return (f"workers={workers}: build {r['build_s']:.1f} s (process {r['process_s']:.1f} s): waiting for workers "
             f"{t.get('compile_wait_s', 0):.1f} s, compiling at first launch {k.get('inline', 0)} kernels in "
             f"{k.get('inline_s', 0):.1f} s, timing {t.get('timing_s', 0):.1f} s ({t['measurements']} candidates, "
-            f"{t['timed_layers']} layers); {k.get('variants', 0)} distinct variants, {k.get('workers', 0)} compiled "
+            f"{t['timed_layers']} layers), queueing the workers' jobs {t.get('queue_s', 0):.1f} s, the rest of "
+            f"tactic choice {t.get('other_s', 0):.1f} s, outside tactic choice {r['build_s'] - t.get('seconds', 0):.1f} s; "
+            f"{k.get('variants', 0)} distinct variants, {k.get('workers', 0)} compiled "
             f"by the workers in {k.get('workers_compile_s', 0):.1f} CPU s, {k.get('failed', 0)} failed, "
             f"{k.get('new_entries', 0)} cache entries; engine median {r['median_ms'] * 1000:.1f} µs, "
             f"cosine to onnxruntime fp32 {r['cosine_vs_ort']:.5f}")

@@ -167,6 +167,7 @@ class TacticReport:
     rejected: dict[str, dict[str, str]] = field(default_factory=dict)   # layer → tactic → reason
     compile_wait_s: float = 0.0    # waiting for the compile workers before timing a layer
     timing_s: float = 0.0          # candidates' first runs (in-process compiles included) and timed runs
+    queue_s: float = 0.0           # dry calls finding every timed layer's Triton kernels for the workers, up front
     kernels: dict = field(default_factory=dict)    # Triton compile counts of a CUDA build (_kernel_counts)
     layer_s: dict[str, tuple[str, float, int]] = field(default_factory=dict)  # timed layer → (op, seconds, candidates)
     per_point: dict[str, int] = field(default_factory=dict)   # "min"/"max" → layers with another kernel there
@@ -180,6 +181,8 @@ class TacticReport:
         return {"timed_layers": self.timed_layers, "measurements": self.measurements, "cache_hits": self.cache_hits,
                 "untimed_layers": self.untimed_layers, "seconds": round(self.seconds, 3),
                 "compile_wait_s": round(self.compile_wait_s, 3), "timing_s": round(self.timing_s, 3),
+                "queue_s": round(self.queue_s, 3),
+                "other_s": round(max(0.0, self.seconds - self.compile_wait_s - self.timing_s - self.queue_s), 3),
                 **({"kernels": self.kernels} if self.kernels else {}),
                 **({"slowest_layers": self.slowest()} if self.layer_s else {}),
                 **({"per_point": self.per_point} if self.per_point else {})}
@@ -228,6 +231,7 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
             ahead._on_device = walk._on_device                     # the weights once on the device
             queued = queue_ahead(net.layers, ahead, kcache.pool,
                                  lambda layer: _selector(layer, device, cache, dev_key, ahead))
+            report.queue_s = queued["seconds"]
             log.verbose(f"kernel precompile: {queued['jobs']} Triton compiles of {queued['layers']} layers queued "
                         f"for {kcache.pool.workers} workers in {queued['seconds']:.2f} s "
                         f"({kcache.pool.variants} distinct, {kcache.pool.cached} already cached)")

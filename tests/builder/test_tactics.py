@@ -219,3 +219,7 @@ def test_build_report_names_the_slowest_timed_layers(monkeypatch, test_tactics):
     assert [r["layer"] for r in rows] == ["r4", "r1"]
     assert rows[0]["op"] == "Relu" and rows[0]["candidates"] == 7 and rows[0]["seconds"] >= 5 * 0.03
     assert rows[1]["seconds"] < rows[0]["seconds"]
+    t = engine.data.build_info["tactics"]     # the sleeps land in timing_s; the phases add up to the whole
+    assert t["timing_s"] >= 5 * 0.03 and t["queue_s"] == 0.0      # no compile workers on the CPU
+    parts = t["compile_wait_s"] + t["timing_s"] + t["queue_s"] + t["other_s"]
+    assert abs(t["seconds"] - parts) < 0.005, t
