@@ -38,10 +38,10 @@ x = (torch.randint(0, vocab, shape, generator=g) if vocab else torch.randn(shape
 y = ctx.run({"input": x})["output"].float().cpu()
 bound = ctx.bind_inputs({"input": x}) or {"input": x}
 ms = statistics.median(cuda_times(lambda: ctx.run(bound, copy_outputs=False), iters=200, warmup=20))
-import numpy as np, onnxruntime as ort
+import onnxruntime as ort
+from bench.accuracy import cosine
 ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"input": x.cpu().numpy()})[0]
-cos = torch.nn.functional.cosine_similarity(y.flatten().double(), torch.from_numpy(ref).flatten().double(), dim=0)
-print("RESULT" + json.dumps({"build_s": build_s, "tactics": info, "median_ms": ms, "cosine_vs_ort": cos.item(),
+print("RESULT" + json.dumps({"build_s": build_s, "tactics": info, "median_ms": ms, "cosine_vs_ort": cosine(y.numpy(), ref),
                              "chosen": [l.tactic for l in engine.data.layers]}))
 '''
 
@@ -61,7 +61,8 @@ def cold_build(onnx_path: str, workers: int, root: str, shape=(1, 3, 224, 224), 
     env = dict(os.environ, TFG_COMPILE_WORKERS=str(workers), TFG_CACHE_DIR=os.path.join(root, f"tfg{workers}"),
                TRITON_CACHE_DIR=os.path.join(root, f"triton{workers}"), PYTHONPATH=os.getcwd())
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", CHILD, onnx_path, json.dumps([list(shape), vocab])], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-c", CHILD, onnx_path, json.dumps([list(shape), vocab])],
+                          capture_output=True, text=True, env=env,
                           timeout=int(os.environ.get("BUILD_TIME_LIMIT_S", "150")))
     if proc.returncode != 0 or "RESULT" not in proc.stdout:
         raise RuntimeError(f"workers={workers} build failed: {proc.stderr[-2000:]}")
@@ -76,7 +77,7 @@ def describe(workers: int, r: dict) -> str:
             f"{t.get('compile_wait_s', 0):.1f} s, compiling at first launch {k.get('inline', 0)} kernels in "
             f"{k.get('inline_s', 0):.1f} s, timing {t.get('timing_s', 0):.1f} s ({t['measurements']} candidates, "
             f"{t['timed_layers']} layers), queueing the workers' jobs {t.get('queue_s', 0):.1f} s, the rest of "
-            f"tactic choice {t.get('other_s', 0):.1f} s, outside tactic choice {r['build_s'] - t.get('seconds', 0):.1f} s; "
+            f"tactic choice {t.get('other_s', 0):.1f} s, outside it {r['build_s'] - t.get('seconds', 0):.1f} s; "
             f"{k.get('variants', 0)} distinct variants, {k.get('workers', 0)} compiled "
             f"by the workers in {k.get('workers_compile_s', 0):.1f} CPU s, {k.get('failed', 0)} failed, "
             f"{k.get('new_entries', 0)} cache entries; engine median {r['median_ms'] * 1000:.1f} µs, "

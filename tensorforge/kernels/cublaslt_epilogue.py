@@ -98,8 +98,7 @@ class CublasLtActEpilogue:
         trans_b = int(layer.attrs.get("trans_b", 0))
         act, _, _, _ = epilogue_attrs(layer.attrs)
         fused = addmm_activation(USE_GELU[act], device)
-        kept: list = [None, None]           # the bias as given, and as the 1-D contiguous vector of A's dtype
-        given = _present(layer, 2)
+        kept: list = [None, None]           # the bias as given (None: none), and the vector the epilogue reads
 
         def run(inputs):
             a, b, bias, _ = epilogue_operands(inputs)
@@ -109,11 +108,10 @@ class CublasLtActEpilogue:
 
         @rows_in_memory_order
         def product(a, b, bias, _residual):
-            if not given:                   # no bias input: the epilogue's zero vector, made once
-                if kept[1] is None or kept[1].dtype != a.dtype or kept[1].device != a.device:
-                    kept[1] = stand_in_bias(b.shape[-1], a.dtype, a.device)
-            elif kept[0] is not bias or kept[1].dtype != a.dtype:
-                kept[0], kept[1] = bias, bias.reshape(-1).to(a.dtype).contiguous()
+            if kept[1] is None or kept[0] is not bias or kept[1].dtype != a.dtype:      # once per engine
+                kept[0] = bias
+                kept[1] = (stand_in_bias(b.shape[-1], a.dtype, a.device) if bias is None
+                           else bias.reshape(-1).to(a.dtype).contiguous())
             y = fused(kept[1], a.reshape(-1, a.shape[-1]), b)
             return y.reshape(*a.shape[:-1], b.shape[-1])
         return run
