@@ -31,6 +31,7 @@ from .profiles import resolve_profiles, shape_points
 from .memory_plan import plan_network
 from .point_tactics import choose_point_tactics
 from .tactics import choose_tactics
+from .context_timing import GraphPairTimer, refine_in_context
 
 
 def _infer(net: Network, points: list[dict], max_fold: int, keep: list | None = None) -> tuple[dict[str, TensorInfo], set[str]]:
@@ -72,6 +73,19 @@ def tf32_note(config: BuilderConfig, device) -> str | None:
         return None
     return ("TF32 on for fp32 matmul/conv layers (trtexec's default): expect errors up to ~1e-2 of the output's "
             "maximum against fp32 (resnet50 on the H200: 2.3e-2); --noTF32 / tf32=False gives fp32 accuracy")
+
+
+def _context_step(config: BuilderConfig, device):
+    """Network-context timing of the opt point's close calls (context_timing.py): CUDA builds at optimisation
+    level ≥ 3 (the default) with `config.context_timing`; None elsewhere (levels 1–2 keep the layer-by-layer
+    choice, as does a CPU build, whose timer has no graphs)."""
+    if getattr(device, "type", "") != "cuda" or config.optimization_level < 3 or not config.context_timing:
+        return None
+
+    def step(net, walk, cache, dev_key, report):
+        report.context = refine_in_context(net, walk, report.times, GraphPairTimer(device), config.tf32,
+                                           cache, dev_key).as_dict()
+    return step
 
 
 def build_engine(network: Network, config: BuilderConfig | None = None, progress=None) -> Engine:
@@ -117,7 +131,7 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
 
     opt_point = {n: s[1] for n, s in resolved[0].items()}
     tactic_report = choose_tactics(net, device, config, progress=progress, opt_point=opt_point,
-                                   opt_env=envs[points.index(opt_point)])
+                                   opt_env=envs[points.index(opt_point)], after_choice=_context_step(config, device))
     tactic_report.per_point = choose_point_tactics(net, device, config, resolved, points, envs, choose_tactics,
                                                     timed=tactic_report.timed_layers + tactic_report.cache_hits > 0,
                                                     progress=progress)

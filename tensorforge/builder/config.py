@@ -54,6 +54,7 @@ class BuilderConfig:
     dynamic_ranges: dict = field(default_factory=dict)  # tensor name → amax (symmetric range)
     best_by_timing: bool = True                         # --best: INT8 or FP16 per layer by timing (builder/best.py)
     time_every_layer: bool = False                      # time CPU convolutions too (--best's trial builds weigh them)
+    context_timing: bool = True         # close calls timed again inside the whole network (context_timing.py)
     point_tactics: bool = True          # a range profile's min and max timed too, a kernel per point (point_tactics.py)
 
     def add_optimization_profile(self, profile: OptimizationProfile) -> int:

@@ -70,6 +70,18 @@ class LayoutWalk:
                 ins.append(random_fill(x))
         return ins
 
+    def tensor(self, name: str, host: bool = False) -> torch.Tensor:
+        """One network tensor as a whole-network run starts from it (context_timing.py): a known value on the
+        host (`host`: the op reads it as a value) or copied to the device once; an activation random on the device."""
+        t = self.env[name]
+        if t.device.type != "meta":
+            if host:
+                return t
+            if name not in self._on_device:
+                self._on_device[name] = t.to(self.device)
+            return self._on_device[name]
+        return random_fill(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=self.device))
+
     def set_strides(self, layer: Layer, strides: list | None) -> None:
         if not strides:
             return self.untimed(layer)

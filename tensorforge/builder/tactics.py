@@ -171,6 +171,8 @@ class TacticReport:
     kernels: dict = field(default_factory=dict)    # Triton compile counts of a CUDA build (_kernel_counts)
     layer_s: dict[str, tuple[str, float, int]] = field(default_factory=dict)  # timed layer → (op, seconds, candidates)
     per_point: dict[str, int] = field(default_factory=dict)   # "min"/"max" → layers with another kernel there
+    times: dict[str, tuple[str, dict[str, float]]] = field(default_factory=dict)  # layer → (signature key, tactic → ms)
+    context: dict = field(default_factory=dict)    # network-context timing (context_timing.ContextReport.as_dict)
 
     def slowest(self, n: int = 8) -> list[dict]:
         """The `n` timed layers that took the longest to choose (compile wait + first runs + timed runs)."""
@@ -185,7 +187,8 @@ class TacticReport:
                 "other_s": round(max(0.0, self.seconds - self.compile_wait_s - self.timing_s - self.queue_s), 3),
                 **({"kernels": self.kernels} if self.kernels else {}),
                 **({"slowest_layers": self.slowest()} if self.layer_s else {}),
-                **({"per_point": self.per_point} if self.per_point else {})}
+                **({"per_point": self.per_point} if self.per_point else {}),
+                **({"context": self.context} if self.context else {})}
 
 
 def _open_cache(config: BuilderConfig, cache: TimingCache | None) -> TimingCache | None:
@@ -202,9 +205,12 @@ def _open_cache(config: BuilderConfig, cache: TimingCache | None) -> TimingCache
 
 def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, progress=None,
                    opt_point: dict | None = None, timer: Timer | None = None,
-                   cache: TimingCache | None = None, opt_env: dict | None = None) -> TacticReport:
+                   cache: TimingCache | None = None, opt_env: dict | None = None,
+                   after_choice: Callable | None = None) -> TacticReport:
     """Set `layer.tactic` for every layer of `net`. `timer` forces timing (tests pass a fake one on CPU);
-    `opt_env`: the tensors propagated at `opt_point`, when the caller has them (else propagated here)."""
+    `opt_env`: the tensors propagated at `opt_point`, when the caller has them (else propagated here);
+    `after_choice(net, walk, cache, dev_key, report)`: called once every layer has its tactic, on a timed build,
+    before the timing cache is saved (builder.py: network-context timing, context_timing.py)."""
     log = get_logger()
     t0 = time.perf_counter()
     report = TacticReport()
@@ -258,6 +264,8 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
                 _choose_timed(layer, found, walk, timer, cache, dev_key, config, report)
             if progress is not None:
                 progress(layer)
+        if after_choice is not None and timing:
+            after_choice(net, walk, cache, dev_key, report)
     if kcache is not None:
         report.kernels = _kernel_counts(kcache)
     if cache is not None and config.timing_cache_path and (cache.recorded or not os.path.exists(config.timing_cache_path)):
@@ -360,6 +368,7 @@ def _choose_timed(layer: Layer, found, walk: LayoutWalk, timer: Timer, cache: Ti
     if entry is not None and entry.get("best") in ids:
         layer.tactic = entry["best"]
         report.cache_hits += 1
+        report.times[layer.name] = (key, dict(entry.get("times_ms") or {}))
         walk.set_strides(layer, entry.get("out_strides"))
         log.verbose(f"layer {layer.name}: {layer.tactic} (timing cache)")
         return
@@ -417,6 +426,7 @@ def _choose_timed(layer: Layer, found, walk: LayoutWalk, timer: Timer, cache: Ti
     best = min(times, key=times.get)
     layer.tactic = best
     report.timed_layers += 1
+    report.times[layer.name] = (key, dict(times))
     walk.set_strides(layer, strides[best])
     log.verbose(f"layer {layer.name}: {best} " + ", ".join(f"{t}={ms:.4f}ms" for t, ms in sorted(times.items())))
     if cache is not None:
