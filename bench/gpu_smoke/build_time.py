@@ -41,7 +41,9 @@ ms = statistics.median(cuda_times(lambda: ctx.run(bound, copy_outputs=False), it
 import onnxruntime as ort
 from bench.accuracy import cosine
 ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"input": x.cpu().numpy()})[0]
-print("RESULT" + json.dumps({"build_s": build_s, "tactics": info, "median_ms": ms, "cosine_vs_ort": cosine(y.numpy(), ref),
+print("RESULT" + json.dumps({"build_s": build_s, "tactics": info, "median_ms": ms,
+                             "phases": engine.data.build_info.get("phases", {}),
+                             "engine_s": engine.data.build_info.get("build_seconds", build_s), "cosine_vs_ort": cosine(y.numpy(), ref),
                              "chosen": [l.tactic for l in engine.data.layers]}))
 '''
 
@@ -81,7 +83,11 @@ def describe(workers: int, r: dict) -> str:
             f"{k.get('variants', 0)} distinct variants, {k.get('workers', 0)} compiled "
             f"by the workers in {k.get('workers_compile_s', 0):.1f} CPU s, {k.get('failed', 0)} failed, "
             f"{k.get('new_entries', 0)} cache entries; engine median {r['median_ms'] * 1000:.1f} µs, "
-            f"cosine to onnxruntime fp32 {r['cosine_vs_ort']:.5f}")
+            f"cosine to onnxruntime fp32 {r['cosine_vs_ort']:.5f}; build steps: "
+            + ", ".join(f"{k} {v:.2f} s" for k, v in r.get("phases", {}).items())
+            + f", parse (outside build_engine) {r['build_s'] - r.get('engine_s', r['build_s']):.2f} s"
+            + (f"; network-context step {t['context'].get('seconds', 0)} s, {len(t['context'].get('kept', []))} swap(s)"
+               if t.get("context") else ""))
 
 
 def survey(models: list[str], workers: int) -> int:

@@ -97,6 +97,13 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
     if note:
         log.info(note)
     clear_memo()
+    phases: dict[str, float] = {}           # seconds per build step (build_info["phases"]: where a cold build goes)
+    mark = [time.perf_counter()]
+
+    def phase(name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = round(phases.get(name, 0.0) + now - mark[0], 3)
+        mark[0] = now
     found = problems(network)
     if found:
         raise BuildError(f"network {network.name!r} is malformed: {found[0]}", "fix the network definition")
@@ -105,21 +112,25 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
     points = shape_points(resolved)
     prec = precision_step.begin(net, config)
     precision_step.quantize(net, config, device, points, prec)      # --int8/--fp8/--best: calibrated Q/DQ layers
+    phase("precision")
 
     try:    # constant folding evaluates every layer: a bad shape/axes/k value surfaces here first
         report = optimize(net, points, config.optimization_level, max_fold_elements=config.max_fold_elements)
     except InferenceFailure as e:
         raise BuildError(f"shape inference failed: {e}", "check the model's shape, axes and size values") from e
     log.verbose(f"passes: {report}")
+    phase("passes")
 
     before, _ = _infer(net, points[:1], config.max_fold_elements)
     precision_step.convert(net, config, points, {o: before[o].dtype for o in net.outputs}, prec)
     report.update(optimize(net, points, config.optimization_level, stage="late",     # dtypes final: chains
                            max_fold_elements=config.max_fold_elements))
 
+    phase("passes")
     envs: list[dict] = []
     infos, host = _infer(net, points, config.max_fold_elements, keep=envs)
     net.tensors.update(infos)
+    phase("shapes")
     for text in generate_kernel_sources(net).values():   # codegen/: one Triton source per PointwiseChain, its hash
         register_source(text)                            # in the layer; the engine stores no text (runtime regenerates)
     for layer in net.layers:
@@ -129,12 +140,15 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
             dts = {infos[o].dtype for o in outs if o in infos}
             layer.precision = dtype_name(next(iter(dts))) if len(dts) == 1 else "mixed"
 
+    phase("codegen")
     opt_point = {n: s[1] for n, s in resolved[0].items()}
     tactic_report = choose_tactics(net, device, config, progress=progress, opt_point=opt_point,
                                    opt_env=envs[points.index(opt_point)], after_choice=_context_step(config, device))
+    phase("tactics")
     tactic_report.per_point = choose_point_tactics(net, device, config, resolved, points, envs, choose_tactics,
                                                     timed=tactic_report.timed_layers + tactic_report.cache_hits > 0,
                                                     progress=progress)
+    phase("point_tactics")
     max_points = [{n: s[2] for n, s in p.items()} for p in resolved]
     memory = plan_network(net, max_points, config.max_fold_elements, envs=[envs[points.index(p)] for p in max_points])
     log.info(f"activation memory: planned peak {memory.peak_bytes / 2**20:.1f} MiB "
@@ -143,11 +157,12 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
     inputs = [TensorInfo(n, net.tensors[n].dtype, net.tensors[n].shape) for n in net.inputs]
     outputs = [TensorInfo(n, net.tensors[n].dtype, net.tensors[n].shape) for n in net.outputs]
     precision_info = precision_step.finish(config, prec, net)
+    phase("memory_plan")
     build_time = time.perf_counter() - t0
     build_info = {**precision_info, "device": fingerprint(device), "flags": config.flags(), "tensorforge_version": __version__,
                   "torch_version": torch.__version__, "build_seconds": round(build_time, 3),
                   "optimization_level": config.optimization_level, "passes": report,
-                  "tactics": tactic_report.as_dict(), "memory": memory.as_dict()}
+                  "tactics": tactic_report.as_dict(), "memory": memory.as_dict(), "phases": phases}
     log.info(f"built engine {net.name!r}: {len(net.layers)} layers in {build_time:.2f} s")
     return Engine(net.name, inputs, outputs, [dict(p) for p in resolved], net.layers, dict(net.tensors),
                   dict(net.constants), engine_records(net.layers), build_info)
