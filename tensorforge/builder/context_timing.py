@@ -7,10 +7,12 @@ by fractions of a microsecond brought 17 layout copies, 37 µs of a 387 µs call
 interacts with its neighbours (six squeeze-excite GEMMs at M = 1 on TMA tiles: 29.5 µs in the network, ≈ 2.7 µs
 each on skinny tiles before, where alone they tied). So:
 
-1. A *close call* is a timed layer whose fastest candidate of another family (the tactic id before its
-   ``[config]``: cuDNN NCHW vs NHWC, TMA vs pointer Triton GEMM, cuBLASLt vs Triton) timed within
-   ``CLOSE_REL`` (25 %) + ``CLOSE_ABS_MS`` of the winner. Layers with the same timing signature and the same
-   pair (a transformer's 12 identical FC1s) form one group and are swapped together: one trial, 12× the signal.
+1. Trials, in this order. *Layout groups* (`layout_groups`): for each memory layout, every layer whose winner
+   has another layout switched to its fastest candidate of that layout — one layout throughout, which no single
+   swap reaches. *Close calls* (`close_calls`): a timed layer whose fastest candidate of another family (the
+   tactic with its structural config — layout, TMA or pointer loads, implicit GEMM — tile sizes dropped: `family`)
+   timed within ``CLOSE_REL`` (25 %) + ``CLOSE_ABS_MS`` of the winner. Layers with the same timing signature and
+   the same pair (a transformer's 12 identical FC1s) are swapped together: one trial, 12× the signal.
 2. The network at the opt point runs as one program of the chosen kernels (`NetworkProgram`: constants and
    host values as the runtime holds them, intermediates freed after their last reader), captured as one CUDA
    graph. For each group, smallest relative gap first, the alternative is swapped in, the graph captured again,
@@ -48,26 +50,41 @@ KEEP_REL = 0.002           # a swap must save 0.2 % of the network's time …
 KEEP_ABS_MS = 0.0005       # … and at least 0.5 µs
 
 
+STRUCTURAL = ("layout", "TMA", "IMPLICIT")      # config keys that change what a kernel does, not its tile sizes
+
+
+def _config(tactic_id: str) -> dict[str, str]:
+    head, _, rest = tactic_id.partition("[")
+    return dict(item.partition("=")[::2] for item in rest.rstrip("]").split(",") if item) if rest else {}
+
+
 def family(tactic_id: str) -> str:
-    """'matmulepilogue.triton_tma[BM=64,…]' → 'matmulepilogue.triton_tma'."""
-    return tactic_id.partition("[")[0]
+    """The tactic with its structural config (memory layout, TMA or pointer loads, implicit GEMM), tile sizes
+    dropped: 'fusedconv.cudnn_triton_epilogue[layout=nhwc]' stays itself, 'matmulepilogue.triton_gemm[BK=64,BM=128,
+    …,TMA=1]' → 'matmulepilogue.triton_gemm[TMA=1]'."""
+    cfg = _config(tactic_id)
+    keys = [f"{k}={cfg[k]}" for k in STRUCTURAL if k in cfg]
+    return tactic_id.partition("[")[0] + (f"[{','.join(keys)}]" if keys else "")
 
 
 @dataclass
 class Group:
-    """Layers sharing a timing signature and the same (chosen, alternative) pair: swapped together."""
-    layers: list[str]
-    chosen: str
-    alternative: str
-    gap: float                  # (t_alternative − t_chosen) / t_chosen, isolated
+    """Layers swapped together in one trial: `to` maps each to its alternative tactic."""
+    label: str
+    to: dict[str, str]
+    gap: float                  # (t_alternative − t_chosen) / t_chosen, isolated (summed over the group)
+
+    @property
+    def layers(self) -> list[str]:
+        return list(self.to)
 
 
 def close_calls(layer_times: dict[str, tuple[str, dict[str, float]]], chosen: dict[str, str],
                 rel: float = CLOSE_REL, abs_ms: float = CLOSE_ABS_MS) -> list[Group]:
     """Groups of close calls, smallest relative gap first. `layer_times`: layer → (signature key, tactic → ms);
-    `chosen`: layer → its tactic now. A layer whose chosen tactic has no time (cache entry of another set) is
-    left alone."""
-    groups: dict[tuple, Group] = {}
+    `chosen`: layer → its tactic now. Layers of one signature with the same (chosen, alternative) pair form one
+    group. A layer whose chosen tactic has no time (cache entry of another set) is left alone."""
+    groups: dict[tuple, tuple[dict, float, float]] = {}
     for name, (key, times) in layer_times.items():
         best = chosen.get(name)
         if best not in times:
@@ -78,10 +95,37 @@ def close_calls(layer_times: dict[str, tuple[str, dict[str, float]]], chosen: di
         alt = min(others, key=others.get)
         if others[alt] > times[best] * (1 + rel) + abs_ms:
             continue
-        gap = (others[alt] - times[best]) / max(times[best], 1e-9)
-        g = groups.setdefault((key, best, alt), Group([], best, alt, gap))
-        g.layers.append(name)
-    return sorted(groups.values(), key=lambda g: (g.gap, g.layers[0]))
+        to, t_best, t_alt = groups.get((key, best, alt), ({}, 0.0, 0.0))
+        to[name] = alt
+        groups[(key, best, alt)] = (to, t_best + times[best], t_alt + others[alt])
+    out = [Group(f"{best} → {alt}", to, (t_alt - t_best) / max(t_best, 1e-9))
+           for (_, best, alt), (to, t_best, t_alt) in groups.items()]
+    return sorted(out, key=lambda g: (g.gap, g.layers[0]))
+
+
+def layout_groups(layer_times: dict, chosen: dict[str, str], rel: float = 0.5, abs_ms: float = 0.005) -> list[Group]:
+    """One group per memory layout L: every layer whose chosen tactic has another layout switched to its fastest
+    candidate of layout L (within 50 % + 5 µs of its winner alone). Layer-by-layer choice mixes NCHW and NHWC
+    convolutions by fractions of a microsecond and pays a layout copy at every boundary; one layout throughout is
+    the plan a single swap cannot reach."""
+    layouts = {_config(t).get("layout") for _, times in layer_times.values() for t in times} - {None}
+    out = []
+    for target in sorted(layouts):
+        to, t_best, t_alt = {}, 0.0, 0.0
+        for name, (_, times) in layer_times.items():
+            best = chosen.get(name)
+            if best not in times or _config(best).get("layout") in (None, target):
+                continue
+            same = {t: ms for t, ms in times.items() if _config(t).get("layout") == target}
+            if not same:
+                continue
+            alt = min(same, key=same.get)
+            if same[alt] <= times[best] * (1 + rel) + abs_ms:
+                to[name] = alt
+                t_best, t_alt = t_best + times[best], t_alt + same[alt]
+        if to:
+            out.append(Group(f"layout={target} throughout ({len(to)} layers)", to, (t_alt - t_best) / max(t_best, 1e-9)))
+    return out
 
 
 class NetworkProgram:
@@ -122,12 +166,12 @@ class NetworkProgram:
         self.outputs = [(o, o in produced) for o in net.outputs]
         self._host_out = {o: walk.tensor(o, host=True) for o, dev in self.outputs if not dev}
 
-    def with_kernels(self, swap: dict[str, Callable], tactic: str) -> "NetworkProgram":
-        """The same program with the layers of `swap` running its kernels, of tactic `tactic` (fixed tensors shared)."""
+    def with_kernels(self, swap: dict[str, Callable], tactics: dict[str, str]) -> "NetworkProgram":
+        """The same program with the layers of `swap` running its kernels, of `tactics` (fixed tensors shared)."""
         other = object.__new__(NetworkProgram)
         other.__dict__.update(self.__dict__)
         other.kernels = {**self.kernels, **swap}
-        other.choice = {**self.choice, **{n: tactic for n in swap}}
+        other.choice = {**self.choice, **tactics}
         return other
 
     def run(self) -> list:
@@ -221,7 +265,7 @@ def refine_in_context(net: Network, walk: LayoutWalk, layer_times: dict, timer: 
     rep = ContextReport()
     by_name = {layer.name: layer for layer in net.layers}
     chosen = {layer.name: layer.tactic for layer in net.layers}
-    groups = close_calls(layer_times, chosen)
+    groups = layout_groups(layer_times, chosen) + close_calls(layer_times, chosen)
     rep.groups = len(groups)
     if not groups:
         rep.skipped = "no close calls"
@@ -250,15 +294,14 @@ def refine_in_context(net: Network, walk: LayoutWalk, layer_times: dict, timer: 
         if rep.trials >= max_trials or time.perf_counter() - t0 > budget_s:
             break
         try:
-            trial = current.with_kernels({n: build_kernel(by_name[n], g.alternative, device) for n in g.layers},
-                                         g.alternative)
+            trial = current.with_kernels({n: build_kernel(by_name[n], t, device) for n, t in g.to.items()}, g.to)
             outs = trial.run()
         except Exception as e:  # noqa: BLE001 - this alternative does not run in the network: not swapped
-            log.verbose(f"network-context: {g.alternative} for {g.layers[0]} failed in the network: {e}")
+            log.verbose(f"network-context: {g.label} failed in the network: {e}")
             continue
         wrong = _disagreement(outs, reference, tf32)
         if wrong is not None:
-            log.verbose(f"network-context: {g.alternative} for {g.layers[0]} changes the outputs: {wrong}")
+            log.verbose(f"network-context: {g.label} changes the outputs: {wrong}")
             continue
         times = timer.compare(current, trial)
         rep.trials += 1
@@ -270,13 +313,12 @@ def refine_in_context(net: Network, walk: LayoutWalk, layer_times: dict, timer: 
         rep.base_ms = rep.base_ms if rep.base_ms is not None else t_cur
         rep.final_ms = t_cur
         if t_cur - t_new > max(KEEP_REL * t_cur, KEEP_ABS_MS):
-            for n in g.layers:
-                by_name[n].tactic = swaps[n] = g.alternative
-            rep.kept.append({"layers": list(g.layers), "from": g.chosen, "to": g.alternative,
-                             "saved_ms": round(t_cur - t_new, 5)})
+            for n, t in g.to.items():
+                by_name[n].tactic = swaps[n] = t
+            rep.kept.append({"swap": g.label, "layers": g.layers, "saved_ms": round(t_cur - t_new, 5)})
             rep.final_ms = t_new
             current = trial
-            log.verbose(f"network-context: {len(g.layers)} layer(s) {g.layers[0]}…: {g.chosen} → {g.alternative}, "
+            log.verbose(f"network-context: {g.label} ({len(g.to)} layer(s), first {g.layers[0]}): "
                         f"network {t_cur:.4f} → {t_new:.4f} ms")
         if hasattr(timer, "keep_only"):
             timer.keep_only(current)

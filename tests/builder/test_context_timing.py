@@ -23,19 +23,37 @@ from oracle import ort_run
 
 def test_close_calls_by_hand():
     times = {   # layer → (signature key, tactic → isolated ms)
-        "a1": ("k1", {"conv.nchw[X=1]": 0.010, "conv.nchw[X=2]": 0.0101, "conv.nhwc": 0.011}),   # gap 10 %
-        "a2": ("k1", {"conv.nchw[X=1]": 0.010, "conv.nchw[X=2]": 0.0101, "conv.nhwc": 0.011}),   # same group
-        "b": ("k2", {"gemm.tma[B=64]": 0.0030, "gemm.ptr[B=16]": 0.0045}),    # 0.0045 ≤ 0.003·1.25 + 0.002: 50 %
+        "a1": ("k1", {"conv.cudnn[layout=nchw]": 0.010, "conv.cudnn[layout=nhwc]": 0.011}),        # gap 10 %
+        "a2": ("k1", {"conv.cudnn[layout=nchw]": 0.010, "conv.cudnn[layout=nhwc]": 0.011}),        # same group
+        "b": ("k2", {"gemm.triton[BM=64,TMA=1]": 0.0030, "gemm.triton[BM=16]": 0.0045,              # 0.0045 ≤ 0.003
+                     "gemm.triton[BM=128,TMA=1]": 0.0031}),                        # ·1.25 + 0.002: 50 %; same family
         "c": ("k3", {"gemm.tma[B=64]": 0.100, "gemm.ptr[B=16]": 0.130}),      # 0.130 > 0.100·1.25 + 0.002: no
         "d": ("k4", {"relu.fast[B=1]": 0.01, "relu.fast[B=2]": 0.01}),         # one family: no alternative
         "e": ("k5", {"relu.fast": 0.01, "relu.slow": 0.011}),                  # chosen tactic not timed: left alone
     }
-    chosen = {"a1": "conv.nchw[X=1]", "a2": "conv.nchw[X=1]", "b": "gemm.tma[B=64]", "c": "gemm.tma[B=64]",
-              "d": "relu.fast[B=1]", "e": "relu.other"}
+    chosen = {"a1": "conv.cudnn[layout=nchw]", "a2": "conv.cudnn[layout=nchw]", "b": "gemm.triton[BM=64,TMA=1]",
+              "c": "gemm.tma[B=64]", "d": "relu.fast[B=1]", "e": "relu.other"}
     groups = close_calls(times, chosen)
-    assert [(g.layers, g.chosen, g.alternative) for g in groups] == [
-        (["a1", "a2"], "conv.nchw[X=1]", "conv.nhwc"), (["b"], "gemm.tma[B=64]", "gemm.ptr[B=16]")]
+    assert [g.to for g in groups] == [{"a1": "conv.cudnn[layout=nhwc]", "a2": "conv.cudnn[layout=nhwc]"},
+                                      {"b": "gemm.triton[BM=16]"}]
     assert groups[0].gap == pytest.approx(0.1) and groups[1].gap == pytest.approx(0.5)
+    assert context_timing.family("gemm.triton[BK=64,BM=128,TMA=1,stages=3]") == "gemm.triton[TMA=1]"
+
+
+def test_layout_groups_by_hand():
+    """Two NCHW winners and two NHWC winners: the NHWC group switches both NCHW layers (c2 just within 50 % + 5 µs:
+    0.020 ≤ 0.010·1.5 + 0.005), the NCHW group switches c3; c4, 3× slower in NCHW, stays out."""
+    times = {"c1": ("k1", {"conv.x[layout=nchw]": 0.010, "conv.x[layout=nhwc]": 0.011}),
+             "c2": ("k2", {"conv.x[layout=nchw]": 0.010, "conv.x[layout=nhwc]": 0.020}),
+             "c3": ("k3", {"conv.x[layout=nchw]": 0.012, "conv.x[layout=nhwc]": 0.010}),
+             "c4": ("k4", {"conv.x[layout=nchw]": 0.030, "conv.x[layout=nhwc]": 0.010}),
+             "g": ("k5", {"gemm.y[BM=16]": 0.01, "gemm.y[BM=64]": 0.011})}
+    chosen = {"c1": "conv.x[layout=nchw]", "c2": "conv.x[layout=nchw]", "c3": "conv.x[layout=nhwc]",
+              "c4": "conv.x[layout=nhwc]", "g": "gemm.y[BM=16]"}
+    groups = context_timing.layout_groups(times, chosen)
+    assert [g.to for g in groups] == [{"c3": "conv.x[layout=nchw]"},
+                                      {"c1": "conv.x[layout=nhwc]", "c2": "conv.x[layout=nhwc]"}]
+    assert groups[1].gap == pytest.approx((0.031 - 0.020) / 0.020)
 
 
 # ---- a network of Relus with three test tactic families ----------------------------------------------------
@@ -133,7 +151,7 @@ def test_swaps_what_the_network_says_and_keeps_the_rest(monkeypatch, relu_tactic
     # isolated, every Relu took `fast`; in the network r1..r3 (one group) run faster on `slow`, r4 does not
     assert _tactics(engine) == {"r1": "relu.slow", "r2": "relu.slow", "r3": "relu.slow", "r4": "relu.fast"}
     assert rep.groups == 2 and rep.trials == 2 and timer.calls == 2
-    assert rep.kept == [{"layers": ["r1", "r2", "r3"], "from": "relu.fast", "to": "relu.slow", "saved_ms": 0.018}]
+    assert rep.kept == [{"swap": "relu.fast → relu.slow", "layers": ["r1", "r2", "r3"], "saved_ms": 0.018}]
     assert rep.base_ms == pytest.approx(0.040) and rep.final_ms == pytest.approx(0.022)
     assert engine.data.build_info["tactics"]["context"]["kept"] == rep.kept
     x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
