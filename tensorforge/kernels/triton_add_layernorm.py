@@ -5,7 +5,8 @@
 
 a and b are read through their own strides as (R0, R1, N) with a unit last stride — a transposed residual
 (ViT's attention output) is read in place, no copy. S and Y are written contiguous.
-Traffic: read a, b; write S, Y: 4·M·N elements (unfused: Add 3, LayerNorm 2, plus any copy of a strided input).
+Traffic: read a, b; write S, Y: 4·M·N elements (unfused: Add 3, LayerNorm 2, plus any copy of a strided input);
+3·M·N where nothing reads S (a post-norm block: the layer's second output absent) and S is not written.
 Rows up to MAX_SINGLE elements stay in registers; longer rows are refused (the reference runs them).
 """
 
@@ -21,7 +22,7 @@ MAX_SINGLE = 16384
 
 @triton.jit
 def _add_layernorm_kernel(A, B, W, Bias, S, Y, R1, N, sa0, sa1, sb0, sb1, eps, HAS_BIAS: tl.constexpr,
-                          BLOCK_N: tl.constexpr):
+                          STORE_S: tl.constexpr, BLOCK_N: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     i0 = row // R1
     i1 = row % R1
@@ -29,8 +30,9 @@ def _add_layernorm_kernel(A, B, W, Bias, S, Y, R1, N, sa0, sa1, sb0, sb1, eps, H
     mask = cols < N
     a = tl.load(A + i0 * sa0 + i1 * sa1 + cols, mask=mask, other=0.0)
     b = tl.load(B + i0 * sb0 + i1 * sb1 + cols, mask=mask, other=0.0)
-    s = (a.to(tl.float32) + b.to(tl.float32)).to(S.dtype.element_ty)
-    tl.store(S + row * N + cols, s, mask=mask)
+    s = (a.to(tl.float32) + b.to(tl.float32)).to(Y.dtype.element_ty)
+    if STORE_S:
+        tl.store(S + row * N + cols, s, mask=mask)
     x = s.to(tl.float32)
     mean = tl.sum(x, axis=0) / N
     d = tl.where(mask, x - mean, 0.0)
@@ -53,23 +55,25 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
     return t3 if t3.stride(-1) == 1 or n == 1 else t3.contiguous()
 
 
-def add_layernorm(a, b, scale, bias, eps: float, warps: int = 4):
-    """(Y, S) of AddLayerNormalization over the last axis (launcher shared by the tactic and tests)."""
+def add_layernorm(a, b, scale, bias, eps: float, warps: int = 4, keep_sum: bool = True):
+    """(Y, S) of AddLayerNormalization over the last axis (launcher shared by the tactic and tests); S is None
+    and never written when not `keep_sum` (nothing reads the sum: 3·M·N traffic instead of 4)."""
     if a.shape != b.shape:
         raise ValueError(f"AddLayerNormalization operands differ in shape: {tuple(a.shape)} vs {tuple(b.shape)}")
     n = a.shape[-1]
     if n > MAX_SINGLE:
         raise ValueError(f"rows of {n} elements exceed the single-pass limit {MAX_SINGLE}")
-    s = torch.empty(a.shape, dtype=a.dtype, device=a.device)
     y = torch.empty(a.shape, dtype=a.dtype, device=a.device)
-    if s.numel() == 0:
+    s = torch.empty(a.shape, dtype=a.dtype, device=a.device) if keep_sum else None
+    if y.numel() == 0:
         return y, s
     a3, b3 = _rows(a), _rows(b)
     w = scale.to(a.device).expand(n).contiguous()
     bb = bias.to(a.device).expand(n).contiguous() if bias is not None else w
     rows = a3.shape[0] * a3.shape[1]
-    _add_layernorm_kernel[(rows,)](a3, b3, w, bb, s, y, a3.shape[1], n, a3.stride(0), a3.stride(1), b3.stride(0),
-                                   b3.stride(1), eps, HAS_BIAS=bias is not None,
+    _add_layernorm_kernel[(rows,)](a3, b3, w, bb, s if keep_sum else y, y, a3.shape[1], n, a3.stride(0),
+                                   a3.stride(1), b3.stride(0), b3.stride(1), eps, HAS_BIAS=bias is not None,
+                                   STORE_S=keep_sum,
                                    BLOCK_N=1 << max(4, (n - 1).bit_length()), num_warps=warps)
     return y, s
 
@@ -89,13 +93,14 @@ class _LastAxisAddLayerNorm:
     @classmethod
     def build(cls, layer, cfg, device):
         eps = float(layer.attrs.get("epsilon", 1e-5))
+        keep_sum = len(layer.outputs) > 1 and bool(layer.outputs[1])      # absent: nothing reads the sum
 
         def run(inputs):
             a, b, scale = inputs[0], inputs[1], inputs[2]
             bias = inputs[3] if len(inputs) > 3 else None
             if a.dim() and int(layer.attrs.get("axis", -1)) % a.dim() != a.dim() - 1:
                 raise ValueError("the Triton kernel normalises over the last axis only")
-            return cls.compute(a, b, scale, bias, eps, cfg)
+            return cls.compute(a, b, scale, bias, eps, cfg, keep_sum)
         return run
 
 
@@ -111,8 +116,8 @@ class TritonAddLayerNorm(_LastAxisAddLayerNorm):
         return None
 
     @staticmethod
-    def compute(a, b, scale, bias, eps, cfg):
-        return list(add_layernorm(a, b, scale, bias, eps, int(cfg.get("warps", 4))))
+    def compute(a, b, scale, bias, eps, cfg, keep_sum=True):
+        return list(add_layernorm(a, b, scale, bias, eps, int(cfg.get("warps", 4)), keep_sum))
 
 
 @tactic("AddLayerNormalization", name="triton_shift_rows", configs=LAYERNORM_CONFIGS, priority=9)
@@ -135,6 +140,6 @@ class TritonShiftLayerNorm(_LastAxisAddLayerNorm):
         return None
 
     @staticmethod
-    def compute(a, b, scale, bias, eps, cfg):
+    def compute(a, b, scale, bias, eps, cfg, keep_sum=False):
         return [layernorm(a, scale, bias, -1, eps, int(cfg.get("warps", 4)), rows=int(cfg.get("rows", 1)),
                           strided=bool(cfg.get("strided", 0)), shift=b), None]

@@ -70,8 +70,8 @@ def test_fx_engine_is_the_onnx_paths_engine(name, fp16):
     onnx = tfg.build(m, example_inputs=(x,), fp16=fp16)
     assert _layers(fx) == _layers(onnx), (sorted(_layers(fx).items()), sorted(_layers(onnx).items()))
     assert len(fx.data.input_names) == 1                      # x only: parameters are constants, not inputs
-    expected = {"resnet_like": {"FusedConv", "FusedConvPool", "Gemm"}, "bert_like": {"Attention", "MatMulEpilogue",
-                                                                                       "LayerNormalization"}}[name]
+    expected = {"resnet_like": {"FusedConv", "FusedConvPool", "Gemm"},     # post-norm: residual + LN fused
+                "bert_like": {"Attention", "MatMulEpilogue", "AddLayerNormalization"}}[name]
     assert expected <= set(report.layer_ops())                # the fusions happened (conv+BN+ReLU, epilogues …)
     if fp16:    # the build copies weights anyway: the same layouts as the exporter's (fp32 keeps views of the module's)
         assert _layouts(fx) == _layouts(onnx)
