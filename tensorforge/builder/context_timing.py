@@ -303,7 +303,12 @@ def refine_in_context(net: Network, walk: LayoutWalk, layer_times: dict, timer: 
         if wrong is not None:
             log.verbose(f"network-context: {g.label} changes the outputs: {wrong}")
             continue
-        times = timer.compare(current, trial)
+        try:
+            times = timer.compare(current, trial)
+        except Exception as e:  # noqa: BLE001 - e.g. out of memory for a second graph: the choice so far stands
+            rep.skipped = f"timing the network failed: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+            log.info(f"network-context timing stopped: {rep.skipped}")
+            break
         rep.trials += 1
         if times is None:
             rep.skipped = "the network cannot be captured in a CUDA graph (a layer synchronises with the host)"

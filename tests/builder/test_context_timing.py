@@ -184,6 +184,16 @@ def test_warm_timing_cache_reproduces_the_swaps_without_timing(monkeypatch, relu
     assert rep.from_cache and _tactics(second) == _tactics(first)
 
 
+def test_a_timer_that_fails_keeps_the_layer_by_layer_choice(monkeypatch, relu_tactics):
+    class OutOfMemory:
+        def compare(self, a, b):
+            raise RuntimeError("CUDA out of memory")
+    engine, (rep,) = build(monkeypatch, OutOfMemory())
+    assert set(_tactics(engine).values()) == {"relu.fast"} and "out of memory" in rep.skipped
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    np.testing.assert_allclose(engine.run({"x": x})["y"], ort_run(relu_model(), {"x": x})["y"], rtol=1e-6)
+
+
 def test_no_close_call_times_nothing(monkeypatch):
     monkeypatch.setitem(registry._TACTICS, "Relu", [_relu_tactic("fast"), _relu_tactic("far")])
     timer = NetworkCostTimer()
