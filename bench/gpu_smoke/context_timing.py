@@ -88,7 +88,7 @@ def one_case(case: str) -> bool:
           f"{ctx.get('base_ms')} -> {ctx.get('final_ms')} ms{'; skipped: ' + ctx['skipped'] if ctx.get('skipped') else ''}",
           flush=True)
     for k in kept:
-        print(f"   kept: {len(k['layers'])} layer(s) {k['layers'][0]}: {k['from']} -> {k['to']} (saved {k['saved_ms']} ms)")
+        print(f"   kept: {k['swap']}, {len(k['layers'])} layer(s) from {k['layers'][0]} (saved {k['saved_ms']} ms)")
     print(f"{'PASS' if ok else 'FAIL'} context_timing_{name}_b{batch} ratio {t_ctx / t_layer:.3f} (<= {MAX_SLOWER}), "
           f"cosine {cos['layer']:.5f} / {cos['context']:.5f} (>= {MIN_COSINE})"
           + ("" if kept else " [no swap kept: the two engines are the same]"), flush=True)

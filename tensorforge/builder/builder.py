@@ -20,6 +20,7 @@ from ..ir.verifier import problems
 from ..passes import optimize
 from ..codegen import generate_kernel_sources
 from ..kernels.generated import register_source
+from ..kernels.compile_cache import prestart, release, workers_from_env
 from ..plugin import engine_records
 from ..util.device import fingerprint, resolve_device
 from ..util.errors import BuildError
@@ -89,10 +90,22 @@ def _context_step(config: BuilderConfig, device):
 
 
 def build_engine(network: Network, config: BuilderConfig | None = None, progress=None) -> Engine:
+    """The build (module docstring). A CUDA build that will time tactics spawns its Triton compile workers first
+    (compile_cache.prestart): they import torch and Triton while this process parses and rewrites the network."""
     config = config or BuilderConfig()
+    device = resolve_device(config.device)
+    early = None
+    if device.type == "cuda" and config.optimization_level > 0:
+        early = prestart(fingerprint(device), workers_from_env())
+    try:
+        return _build(network, config, device, progress)
+    finally:
+        release(early)          # taken over by the build's tactic choice, unless it failed before
+
+
+def _build(network: Network, config: BuilderConfig, device, progress) -> Engine:
     log = get_logger()
     t0 = time.perf_counter()
-    device = resolve_device(config.device)
     note = tf32_note(config, device)
     if note:
         log.info(note)

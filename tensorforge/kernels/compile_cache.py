@@ -188,6 +188,33 @@ def workers_from_env() -> int:
     return int(raw)
 
 
+_PRESTARTED: dict[tuple[str, int], CompilePool] = {}      # (folder, workers) → a pool spawned ahead of its build
+
+
+def prestart(device_fp: str, workers: int, root: str | None = None) -> tuple[str, int] | None:
+    """Spawn the compile workers of a coming build now (CompilePool.prestart); the build's `for_build` with the
+    same device, root and worker count takes them over. Returns the key to `release` (None: nothing started,
+    or a pool for that key already waits)."""
+    if workers <= 0:
+        return None
+    key = (device_dir(device_fp, root), workers)
+    with _LOCK:
+        if key in _PRESTARTED:
+            return None
+        pool = CompilePool(workers, key[0])
+        pool.prestart()
+        _PRESTARTED[key] = pool
+    return key
+
+
+def release(key: tuple[str, int] | None) -> None:
+    """Close a pre-started pool that no build took over (the build failed before choosing tactics)."""
+    with _LOCK:
+        pool = _PRESTARTED.pop(key, None) if key is not None else None
+    if pool is not None:
+        pool.close()
+
+
 @contextmanager
 def for_build(device_fp: str, root: str | None = None, workers: int = 0):
     """Point Triton's cache at this device's checked folder for the duration of a build; yields a BuildCache
@@ -219,7 +246,7 @@ def for_build(device_fp: str, root: str | None = None, workers: int = 0):
             old = os.environ.get("TRITON_CACHE_DIR")
             os.environ["TRITON_CACHE_DIR"] = folder
             had = _set_triton_dir(folder)
-            state.pool = CompilePool(workers, folder) if workers > 0 else None
+            state.pool = (_PRESTARTED.pop((folder, workers), None) or CompilePool(workers, folder)) if workers > 0 else None
             _ACTIVE.append(state)
             listening = _listen(state)
             try:

@@ -1,0 +1,42 @@
+"""Pre-started compile workers (compile_cache.prestart): a build's Triton workers spawn before its passes run and
+its tactic choice takes them over; a pool nobody takes is released; a warm build's idle pool does not wait."""
+
+from concurrent.futures import wait
+
+from tensorforge.kernels import compile_cache as cc
+from tensorforge.kernels import compile_pool
+
+
+def test_the_build_takes_over_the_prestarted_pool(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr(compile_pool.CompilePool, "prestart", lambda self: started.append(self) or None)
+    key = cc.prestart("cuda:prestart-test", 2, root=str(tmp_path))
+    assert key == (cc.device_dir("cuda:prestart-test", str(tmp_path)), 2) and len(started) == 1
+    assert cc.prestart("cuda:prestart-test", 2, root=str(tmp_path)) is None        # one pool per key
+    with cc.for_build("cuda:prestart-test", str(tmp_path), workers=2) as state:
+        assert state.pool is started[0]
+    assert key not in cc._PRESTARTED
+    cc.release(key)                                            # nothing left to release: no error
+    with cc.for_build("cuda:prestart-test", str(tmp_path), workers=2) as state:    # not pre-started: a new pool
+        assert state.pool is not started[0]
+
+
+def test_an_untaken_pool_is_released(tmp_path, monkeypatch):
+    closed = []
+    monkeypatch.setattr(compile_pool.CompilePool, "prestart", lambda self: None)
+    monkeypatch.setattr(compile_pool.CompilePool, "close", lambda self: closed.append(self))
+    key = cc.prestart("cuda:released", 1, root=str(tmp_path))
+    pool = cc._PRESTARTED[key]
+    cc.release(key)
+    assert closed == [pool] and key not in cc._PRESTARTED
+    assert cc.prestart("cuda:none", 0, root=str(tmp_path)) is None
+
+
+def test_a_prestarted_worker_really_starts(tmp_path):
+    """One real spawned worker runs its warm-up imports; closing the idle pool returns without a job."""
+    pool = compile_pool.CompilePool(1, str(tmp_path))
+    fut = pool._spawn_submit(compile_pool._warm_worker)
+    pool.prestarted = True
+    done, _ = wait([fut], timeout=240)
+    assert fut in done and fut.exception() is None
+    pool.close()
