@@ -20,7 +20,9 @@ def _model(nodes, inputs, outputs, inits=()) -> bytes:
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
                               [helper.make_tensor_value_info(n, F, None) for n in outputs],
                               [numpy_helper.from_array(np.asarray(v), n) for n, v in inits])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8            # onnx ≥ 1.19 writes IR 11+ by default; onnxruntime 1.30 on the GPU machine reads ≤ 13
+    return model.SerializeToString()
 
 
 # ---- Gather ⇒ Slice view ------------------------------------------------------------------------------------
