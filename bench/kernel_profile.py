@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from measure import mean_ms  # noqa: E402
 
 
 def kernel_table(fn, iters: int) -> dict:
@@ -29,13 +30,7 @@ def kernel_table(fn, iters: int) -> dict:
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    wall_us = start.elapsed_time(end) * 1000 / iters
+    wall_us = mean_ms(fn, iters) * 1000
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
             fn()

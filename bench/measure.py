@@ -25,6 +25,18 @@ def cuda_times(fn, iters: int = 50, warmup: int = 10) -> list[float]:
     return [s.elapsed_time(e) for s, e in marks]
 
 
+def mean_ms(fn, reps: int) -> float:
+    """Mean ms of `reps` back-to-back calls of `fn`, one pair of CUDA events around them all (no warm-up)."""
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / reps
+
+
 def cpu_times(fn, iters: int = 30, warmup: int = 5) -> list[float]:
     for _ in range(warmup):
         fn()

@@ -20,17 +20,12 @@ MAX_SLOWER, MIN_COSINE = 1.01, 0.999
 
 
 def timed_pair(run_a, run_b, rounds: int = 40, reps: int = 20) -> tuple[float, float]:
-    import torch
+    """Median over `rounds` of the mean ms of `reps` calls, A and B alternating round by round."""
+    from bench.measure import mean_ms
     ta, tb = [], []
     for _ in range(rounds):
-        for fn, out in ((run_a, ta), (run_b, tb)):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(reps):
-                fn()
-            e.record()
-            torch.cuda.synchronize()
-            out.append(s.elapsed_time(e) / reps)
+        ta.append(mean_ms(run_a, reps))
+        tb.append(mean_ms(run_b, reps))
     return median(ta), median(tb)
 
 
