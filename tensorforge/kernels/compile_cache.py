@@ -189,15 +189,29 @@ def workers_from_env() -> int:
 
 
 _PRESTARTED: dict[tuple[str, int], CompilePool] = {}      # (folder, workers) → a pool spawned ahead of its build
+PRESTART_BELOW = 64     # pre-start only while the device's cache indexes fewer entries (a cold cache: first builds)
+
+
+def _indexed(folder: str) -> int:
+    """Entries the folder's index records (0: no index yet, or unreadable)."""
+    try:
+        with open(os.path.join(folder, INDEX)) as f:
+            return len(json.load(f))
+    except (OSError, ValueError, TypeError):
+        return 0
 
 
 def prestart(device_fp: str, workers: int, root: str | None = None) -> tuple[str, int] | None:
     """Spawn the compile workers of a coming build now (CompilePool.prestart); the build's `for_build` with the
-    same device, root and worker count takes them over. Returns the key to `release` (None: nothing started,
-    or a pool for that key already waits)."""
+    same device, root and worker count takes them over. Only for a cold cache (< PRESTART_BELOW indexed entries):
+    with a warm one most builds compile little or nothing, and pre-starting would spawn `workers` processes, each
+    importing torch, for every build (a test session's hundreds of small builds) — the pool then starts with its
+    first uncached job, as before. Returns the key to `release` (None: nothing started)."""
     if workers <= 0:
         return None
     key = (device_dir(device_fp, root), workers)
+    if _indexed(key[0]) >= PRESTART_BELOW:
+        return None
     with _LOCK:
         if key in _PRESTARTED:
             return None

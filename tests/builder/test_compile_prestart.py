@@ -1,6 +1,8 @@
 """Pre-started compile workers (compile_cache.prestart): a build's Triton workers spawn before its passes run and
 its tactic choice takes them over; a pool nobody takes is released; a warm build's idle pool does not wait."""
 
+import json
+import os
 from concurrent.futures import wait
 
 from tensorforge.kernels import compile_cache as cc
@@ -19,6 +21,22 @@ def test_the_build_takes_over_the_prestarted_pool(tmp_path, monkeypatch):
     cc.release(key)                                            # nothing left to release: no error
     with cc.for_build("cuda:prestart-test", str(tmp_path), workers=2) as state:    # not pre-started: a new pool
         assert state.pool is not started[0]
+
+
+def test_a_warm_cache_starts_no_workers_early(tmp_path, monkeypatch):
+    """Below PRESTART_BELOW indexed entries the workers start early; at it, none (the pool starts lazily)."""
+    started = []
+    monkeypatch.setattr(compile_pool.CompilePool, "prestart", lambda self: started.append(self))
+    folder = cc.device_dir("cuda:warm", str(tmp_path))
+    os.makedirs(folder)
+    started_for = []
+    for n in (cc.PRESTART_BELOW - 1, cc.PRESTART_BELOW):
+        with open(os.path.join(folder, cc.INDEX), "w") as f:
+            json.dump({f"entry{i}": {} for i in range(n)}, f)
+        key = cc.prestart("cuda:warm", 2, root=str(tmp_path))
+        started_for.append(key is not None)
+        cc.release(key)
+    assert started_for == [True, False] and len(started) == 1
 
 
 def test_an_untaken_pool_is_released(tmp_path, monkeypatch):
