@@ -25,6 +25,10 @@ smoke() { local name=$1 t=$2; [ "$t" -gt 5 ] && [ "$(left)" -ge "$t" ] || { echo
           echo "=== smoke $name (limit $t s)" >> "$OUT/smokes.txt"
           timeout "$t" python3 "bench/gpu_smoke/$name.py" >> "$OUT/smokes.txt" 2>&1; echo "smoke $name rc=$?" | tee -a "$OUT/smokes.txt"; }
 cp bench/results/nvidia-h200.json bench/results/nvidia-h200-fp32.json "$OUT/" 2>/dev/null
+# SEED_DIR=<folder carried with the checkout>: results of the previous command (its $OUT files) to resume from, in
+# place of the checkout's; without it a second command re-measures what the first already did (and another card's
+# file, e.g. nvidia-h100-80gb-hbm3.json, is not resumed at all)
+if [ -n "${SEED_DIR:-}" ]; then cp "$SEED_DIR"/*.json "$OUT/" || { echo "SEED_DIR=$SEED_DIR holds no results" >&2; exit 2; }; fi
 MODELS=${MODELS:-resnet50,mobilenet_v3_large,efficientnet_b0,convnext_tiny,vit_b_16,bert_base_seq128,gpt2_seq128}
 EXTRA=${EXTRA:-}          # more run.py switches for RECORD, e.g. EXTRA="--skip gelu,build --peers compile+graph"
 case "$1" in

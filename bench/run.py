@@ -14,6 +14,7 @@ the cases with their estimated times and exits. `--device cpu` runs the same har
 """
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -649,8 +650,21 @@ def _merge_previous(res: dict, old: dict) -> dict:
             and not any(s.startswith(f"{m} (all cases):") for m in models_with_rows)]
     last = {s.split(":", 1)[0]: s for s in kept}         # a case skipped by several runs: its latest reason, once
     res["skipped"] = list(last.values())
-    res["environment"]["earlier_runs"] = old["environment"].get("earlier_runs", []) + [old["environment"]]
+    res["environment"]["earlier_runs"] = _earlier_runs(old["environment"])
     return res
+
+
+def _earlier_runs(env: dict) -> list[dict]:
+    """The runs behind a results file, oldest first, as one flat list: its own earlier runs, then itself without
+    that list (nested, each --append copied the whole history again: 2.5 MB after a dozen appends), each once."""
+    out, seen = [], set()
+    for e in env.get("earlier_runs", []) + [env]:
+        flat = {k: v for k, v in e.items() if k != "earlier_runs"}
+        text = json.dumps(flat, sort_keys=True, default=str)
+        if text not in seen:
+            seen.add(text)
+            out.append(flat)
+    return out
 
 
 if __name__ == "__main__":

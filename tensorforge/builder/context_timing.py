@@ -228,7 +228,7 @@ class GraphPairTimer:
 class ContextReport:
     groups: int = 0                 # close-call groups found
     trials: int = 0                 # groups timed in the network
-    kept: list[dict] = field(default_factory=list)   # {layers, from, to, saved_ms}
+    kept: list[dict] = field(default_factory=list)   # {swap (label), layers, saved_ms} per kept group
     base_ms: float | None = None    # the network with the layer-by-layer choice (first trial's replays)
     final_ms: float | None = None   # base_ms less the kept swaps' savings
     seconds: float = 0.0
@@ -250,6 +250,7 @@ def network_key(net: Network, layer_times: dict, chosen: dict[str, str]) -> str:
 
 
 def build_kernel(layer, tactic_id: str, device):
+    """The kernel of candidate `tactic_id` for `layer` (the registry's (tactic, config) pair with that id)."""
     for tac, cfg in candidates(layer, device)[0]:
         if tac.id(cfg) == tactic_id:
             return tac.build(layer, cfg, device)

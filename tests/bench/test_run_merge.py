@@ -23,6 +23,16 @@ def test_merge_keeps_unmeasured_rows_and_replaces_measured_ones():
     assert out["environment"]["earlier_runs"] == [{"gpu": "old"}]
 
 
+def test_repeated_appends_keep_one_flat_list_of_earlier_runs():
+    """Three appends: the environments of the two earlier runs, oldest first, none nested, none twice."""
+    first = _res([("vit", 1, 1.0)], env="first")
+    second = run._merge_previous(_res([("vit", 32, 1.0)], env="second"), first)
+    third = run._merge_previous(_res([("gpt2", 1, 1.0)], env="third"), second)
+    assert third["environment"]["earlier_runs"] == [{"gpu": "first"}, {"gpu": "second"}]
+    again = run._merge_previous(_res([("gpt2", 1, 1.0)], env="third"), third)
+    assert again["environment"]["earlier_runs"] == [{"gpu": "first"}, {"gpu": "second"}, {"gpu": "third"}]
+
+
 def test_merge_drops_not_run_entries_for_cases_that_have_rows_and_labels_rows_by_run():
     import report
     old = _res([("vit", 32, 2.0)], env="old")
