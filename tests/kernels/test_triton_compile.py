@@ -68,9 +68,10 @@ for dt, kind in (("*fp16", 1), ("*bf16", 2), ("*fp32", 0)):
              {"MASK_KIND": kind, "NAN_TO_ZERO": kind == 2, "PRECISION": "tf32" if dt == "*fp32" else "ieee",
               "BM": cfg["BM"], "BN": cfg["BN"], "BD": 64, "BDV": 64}, cfg["warps"], cfg["stages"])
 for dt in ("*fp16", "*fp32"):
-    compile_(f"add_layernorm{dt}", triton_add_layernorm._add_layernorm_kernel,
-             {**ptrs(["A", "B", "W", "Bias", "S", "Y"], dt), **{n: "i32" for n in "R1 N sa0 sa1 sb0 sb1".split()},
-              "eps": "fp32"}, {"HAS_BIAS": True, "BLOCK_N": 1024})
+    for store_s in (True, False):       # the sum kept (pre-norm stream) or absent (post-norm)
+        compile_(f"add_layernorm{dt}{store_s}", triton_add_layernorm._add_layernorm_kernel,
+                 {**ptrs(["A", "B", "W", "Bias", "S", "Y"], dt), **{n: "i32" for n in "R1 N sa0 sa1 sb0 sb1".split()},
+                  "eps": "fp32"}, {"HAS_BIAS": True, "STORE_S": store_s, "BLOCK_N": 1024})
     compile_(f"conv_epilogue{dt}", triton_conv_epilogue._conv_epilogue_kernel,
              {**ptrs(["Y", "Bias", "R"], dt), "numel": "i32", "C": "i32", "HW": "i32", "alpha": "fp32", "beta": "fp32"},
              {"HAS_BIAS": True, "HAS_RES": True, "RES_FIRST": False, "ACT": "HardSwish",
@@ -112,7 +113,8 @@ def test_every_triton_kernel_compiles_for_sm90():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
-    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 and all(r["cubin"] > 0 for r in report.values())
+    # … + 2: the add-layernorm kernel without its sum store, per dtype
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 and all(r["cubin"] > 0 for r in report.values())
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]
         assert gelu["vector_loads"] >= 1 and gelu["div_full"] == 0
