@@ -194,6 +194,19 @@ def test_a_timer_that_fails_keeps_the_layer_by_layer_choice(monkeypatch, relu_ta
     np.testing.assert_allclose(engine.run({"x": x})["y"], ort_run(relu_model(), {"x": x})["y"], rtol=1e-6)
 
 
+def test_a_failure_inside_the_step_never_fails_the_build(monkeypatch, relu_tactics):
+    """Anything that raises in the refinement (here: the groups themselves) ends it with a warning; the build
+    finishes with the layer-by-layer choice and still computes the model."""
+    def broken(*a, **k):
+        raise ValueError("a malformed timing entry")
+    monkeypatch.setattr(context_timing, "close_calls", broken)
+    engine, (rep,) = build(monkeypatch, NetworkCostTimer())
+    assert rep.skipped == "failed: ValueError: a malformed timing entry"
+    assert set(_tactics(engine).values()) == {"relu.fast"}
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    np.testing.assert_allclose(engine.run({"x": x})["y"], ort_run(relu_model(), {"x": x})["y"], rtol=1e-6)
+
+
 def test_no_close_call_times_nothing(monkeypatch):
     monkeypatch.setitem(registry._TACTICS, "Relu", [_relu_tactic("fast"), _relu_tactic("far")])
     timer = NetworkCostTimer()
