@@ -276,7 +276,8 @@ _ROWS = [
     use("--bf16", "Build", "bf16", "compute float layers in bfloat16 (inputs/outputs stay as declared)"),
     use("--noTF32", "Build", "tf32", "disable TF32 for float32 matmul/conv on CUDA (build and run)", const=False),
     use("--builderOptimizationLevel", "Build", "optimization_level",
-        "0 = no graph optimisation ... 5 = all (default 3)", "N", "level"),
+        "0 = no graph optimisation or tactic timing ... 5 = all (default 3; from 3, CUDA builds also time close "
+        "tactic choices inside the whole network)", "N", "level"),
     use("--saveEngine", "Build", "save_engine", "write the engine file (atomically)", "<file>"),
     use("--loadEngine", "Build", "load_engine", "load an engine file instead of building", "<file>"),
     use("--skipInference", "Build", "skip_inference", "build (and save) the engine, then exit"),
