@@ -42,7 +42,7 @@ from ..kernels import candidates
 from ..util.log import get_logger
 from .layout_walk import LayoutWalk
 from .memory_plan import host_value_inputs
-from .tactics import _disagreement, _try_capture
+from .validation import disagreement, try_capture
 
 CLOSE_REL = 0.25           # an alternative within 25 % of the winner's isolated time …
 CLOSE_ABS_MS = 0.002       # … plus 2 µs (launch-bound layers tie within a launch)
@@ -202,7 +202,7 @@ class GraphPairTimer:
         if prog not in self._graphs:
             for _ in range(self.warmup):
                 prog.run()
-            self._graphs[prog] = _try_capture(prog.run, stream)
+            self._graphs[prog] = try_capture(prog.run, stream)
         return self._graphs[prog]
 
     def keep_only(self, prog: NetworkProgram) -> None:
@@ -311,7 +311,7 @@ def _refine(net, walk, layer_times, timer, tf32, cache, dev_key, max_trials, bud
         except Exception as e:  # noqa: BLE001 - this alternative does not run in the network: not swapped
             log.verbose(f"network-context: {g.label} failed in the network: {e}")
             continue
-        wrong = _disagreement(outs, reference, tf32)
+        wrong = disagreement(outs, reference, tf32)
         if wrong is not None:
             log.verbose(f"network-context: {g.label} changes the outputs: {wrong}")
             continue

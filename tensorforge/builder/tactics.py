@@ -21,7 +21,6 @@ from typing import Callable, Protocol
 import torch
 
 from ..ir import Layer, Network
-from ..ir.interpret import run_reference
 from ..kernels import candidates
 from ..kernels.compile_cache import active_pool, prune_block_configs, prune_tile_configs, workers_from_env
 from ..kernels.compile_cache import for_build as kernel_cache
@@ -29,10 +28,12 @@ from ..util.device import fingerprint
 from ..util.errors import BuildError
 from ..util.log import get_logger
 from .config import BuilderConfig
-from .layout_walk import FLOAT8, LayoutWalk
+from .layout_walk import LayoutWalk
 from .layout_walk import random_fill as _random_fill  # noqa: F401 - the name tests import
 from .precompile import discover_jobs, queue_ahead
 from .timing_cache import TimingCache, device_key, layer_signature
+from .validation import CODE_SLACK, disagreement, reference_outputs, try_capture
+from .validation import disagreement as _disagreement  # noqa: F401 - the name tests import
 
 
 @dataclass
@@ -94,7 +95,7 @@ class CudaEventTimer:
         with torch.cuda.stream(stream):
             for _ in range(self.warmup):
                 run()
-            graph = _try_capture(run, stream)
+            graph = try_capture(run, stream)
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.iters)]
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.iters)]
             for s, e in zip(starts, ends):
@@ -128,33 +129,6 @@ class CpuTimer:
             run()
             times.append((time.perf_counter() - t0) * 1e3)
         return Measurement(times)
-
-
-def _try_capture(run, stream):
-    """A CUDA graph of `run`, or None when `run` synchronises with the host (checked first with torch's sync debug
-    mode: a capture that fails half-way would leave torch's CUDA RNG in capture state)."""
-    old = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        run()
-    except RuntimeError:
-        return None
-    finally:
-        torch.cuda.set_sync_debug_mode(old)
-    graph = torch.cuda.CUDAGraph()
-    torch.cuda.synchronize()
-    graph.capture_begin(capture_error_mode="thread_local")
-    try:
-        run()
-    except Exception:  # noqa: BLE001 - not capturable: timed eagerly instead (a timing method, not a result)
-        try:
-            graph.capture_end()
-        except Exception:  # noqa: BLE001
-            pass
-        torch.cuda.synchronize()
-        return None
-    graph.capture_end()
-    return graph
 
 
 @dataclass
@@ -377,7 +351,7 @@ def _choose_timed(layer: Layer, found, walk: LayoutWalk, timer: Timer, cache: Ti
                          f"({len(ids)} candidate tactics) and --errorOnTimingCacheMiss is set",
                          "build once without --errorOnTimingCacheMiss to fill the cache, or drop the flag")
     inputs = walk.materialize(layer)
-    expected = _reference_outputs(layer, inputs)
+    expected = reference_outputs(layer, inputs)
     pruned = _prune(layer, found, inputs, walk.device)
     found = [(t, c) for t, c in found if t.id(c) not in pruned]
     pool = active_pool()                  # worker processes of this build (TFG_COMPILE_WORKERS), else None
@@ -395,7 +369,7 @@ def _choose_timed(layer: Layer, found, walk: LayoutWalk, timer: Timer, cache: Ti
         try:
             kernel = built.pop(tid, None) or tac.build(layer, cfg, walk.device)
             outs = kernel(inputs)
-            wrong = _disagreement(outs, expected, config.tf32, CODE_SLACK.get(layer.op, ()))
+            wrong = disagreement(outs, expected, config.tf32, CODE_SLACK.get(layer.op, ()))
             if wrong is not None:
                 rejected[tid] = f"wrong results at the opt-point shapes: {wrong}"
                 continue
@@ -502,60 +476,3 @@ def _precompile(layer: Layer, found, inputs: list, device, pool) -> dict:
                              (f" (in-process instead: {pool.failed})" if pool.failed else ""))
         pool.failed.clear()
     return built
-
-
-def _reference_outputs(layer: Layer, inputs: list) -> list | None:
-    """The op's torch reference on copies of the timing inputs: the oracle every candidate must agree with
-    (a fast kernel that is wrong on this GPU, driver or library version is rejected, never timed).
-    None when the reference cannot run on these random inputs (validation is then skipped, and logged)."""
-    try:
-        with torch.no_grad():
-            return run_reference(layer, [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs])
-    except Exception as e:  # noqa: BLE001 - e.g. random data that the op rejects; candidates are still timed
-        get_logger().verbose(f"layer {layer.name}: reference cannot validate tactics on random inputs: {e}")
-        return None
-
-
-# Integer outputs quantized from a float output of the same layer (LayerNormalizationQuantize's Q(y)): the float
-# output agrees with the reference only within its tolerance, so a code may sit one step off where y rounded the
-# other way. Allowed: at most one step, on at most CODE_SLACK_FRACTION of the elements.
-CODE_SLACK = {"LayerNormalizationQuantize": (1,)}
-CODE_SLACK_FRACTION = 0.01
-
-
-def _disagreement(outs: list, expected: list | None, tf32: bool, code_slack: tuple = ()) -> str | None:
-    """None when every output matches the reference: exact for integers and bools (outputs in `code_slack`: within
-    one code on ≤ 1 % of the elements, CODE_SLACK); for floats, on the positions where the reference is finite,
-    max|out − ref| ≤ tol · max|ref| with tol 1e-2 (half types), 5e-3 (fp32 with TF32) or 1e-4 (fp32). These bounds
-    accept reordered accumulation, not a wrong kernel."""
-    if expected is None:
-        return None
-    for i, (got, want) in enumerate(zip(outs, expected)):
-        if not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor):
-            continue
-        if got.shape != want.shape:
-            return f"output {i} has shape {tuple(got.shape)}, the reference {tuple(want.shape)}"
-        want = want.to(got.device)
-        if not want.is_floating_point():
-            if i in code_slack and want.dtype != torch.bool:
-                off = (got.to(torch.int64) - want.to(torch.int64)).abs()
-                if off.numel() and (int(off.max()) > 1 or float((off > 0).float().mean()) > CODE_SLACK_FRACTION):
-                    return (f"output {i} differs from the reference by up to {int(off.max())} codes on "
-                            f"{float((off > 0).float().mean()):.2%} of the elements")
-                continue
-            if not torch.equal(got.to(want.dtype), want):
-                return f"output {i} differs from the reference (integer/bool values)"
-            continue
-        finite = torch.isfinite(want.float())            # float8 types have no isfinite kernel of their own
-        g, w = got.float()[finite], want.float()[finite]
-        if not torch.isfinite(g).all():
-            return f"output {i} has inf/NaN where the reference is finite"
-        if w.numel() == 0:
-            continue
-        tol = (1e-2 if want.dtype in (torch.float16, torch.bfloat16) else
-               0.125 if want.dtype in FLOAT8 else (5e-3 if tf32 else 1e-4))   # fp8 (E4M3): one step = 2⁻³ of 2^e
-        scale = float(w.abs().max()) + 1e-6
-        err = float((g - w).abs().max())
-        if err > tol * scale:
-            return f"output {i}: max |err| {err:.3g} > {tol:g} · max |ref| {scale:.3g}"
-    return None
