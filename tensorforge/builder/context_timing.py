@@ -22,8 +22,10 @@ each on skinny tiles before, where alone they tied). So:
 3. Decisions are recorded in the timing cache under a key of the whole network's layer signatures and choices,
    so a warm build makes the same choice without replaying anything.
 
-Costs: per trial one capture and ``2 · rounds`` replays of the network (MobileNetV3 b1: ≈ 25 ms), bounded by
-``max_trials`` and ``budget_s``. Memory: two captured graphs' activations at a time plus the alternatives'
+Costs: per trial the alternatives' kernels, one capture and ``2 · rounds`` replays of the network (on the H200,
+MobileNetV3 b1: 32 trials in 2.9 s), bounded by ``max_trials`` and ``budget_s``. Measured there (9c8bb4b): the
+MobileNetV3 b1 engine 0.3081 → 0.3070 ms with its 2 swaps (bench/results/context-timing-nvidia-h200.txt); the
+other zoo builds kept 0–1 swaps. Memory: two captured graphs' activations at a time plus the alternatives'
 prepared weights. CUDA only (the default timer needs graphs); a network that cannot be captured (a layer
 synchronising with the host) keeps its layer-by-layer choice, and the build log says so.
 """
