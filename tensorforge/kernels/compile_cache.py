@@ -216,7 +216,12 @@ def prestart(device_fp: str, workers: int, root: str | None = None) -> tuple[str
         if key in _PRESTARTED:
             return None
         pool = CompilePool(workers, key[0])
-        pool.prestart()
+        try:
+            pool.prestart()
+        except Exception as e:  # noqa: BLE001 - e.g. no processes left to spawn: the build starts its pool later
+            get_logger().verbose(f"compile workers not pre-started: {type(e).__name__}: {e}")
+            pool.close()
+            return None
         _PRESTARTED[key] = pool
     return key
 

@@ -50,6 +50,15 @@ def test_an_untaken_pool_is_released(tmp_path, monkeypatch):
     assert cc.prestart("cuda:none", 0, root=str(tmp_path)) is None
 
 
+def test_a_pool_that_cannot_spawn_is_not_kept(tmp_path, monkeypatch):
+    """Pre-starting is an optimisation: a spawn that fails leaves nothing behind, and the build goes on."""
+    def no_processes(self):
+        raise OSError("Resource temporarily unavailable")
+    monkeypatch.setattr(compile_pool.CompilePool, "prestart", no_processes)
+    assert cc.prestart("cuda:nospawn", 2, root=str(tmp_path)) is None
+    assert not any(k[0] == cc.device_dir("cuda:nospawn", str(tmp_path)) for k in cc._PRESTARTED)
+
+
 def test_a_prestarted_worker_really_starts(tmp_path):
     """One real spawned worker runs its warm-up imports; closing the idle pool returns without a job."""
     pool = compile_pool.CompilePool(1, str(tmp_path))
