@@ -232,10 +232,14 @@ class ContextReport:
     trials: int = 0                 # groups timed in the network
     kept: list[dict] = field(default_factory=list)   # {swap (label), layers, saved_ms} per kept group
     base_ms: float | None = None    # the network with the layer-by-layer choice (first trial's replays)
-    final_ms: float | None = None   # base_ms less the kept swaps' savings
     seconds: float = 0.0
     skipped: str | None = None      # why nothing was timed
     from_cache: bool = False
+
+    @property
+    def final_ms(self) -> float | None:
+        """base_ms less the kept swaps' savings (each measured against the program before it)."""
+        return None if self.base_ms is None else self.base_ms - sum(k["saved_ms"] for k in self.kept)
 
     def as_dict(self) -> dict:
         return {k: v for k, v in {"groups": self.groups, "trials": self.trials, "kept": self.kept,
@@ -291,7 +295,7 @@ def _refine(net, walk, layer_times, timer, tf32, cache, dev_key, max_trials, bud
             if name in by_name and tid in layer_times.get(name, ("", {}))[1]:
                 by_name[name].tactic = tid
         rep.from_cache, rep.kept = True, list(entry.get("kept", []))
-        rep.base_ms, rep.final_ms = entry.get("base_ms"), entry.get("final_ms")
+        rep.base_ms = entry.get("base_ms")
         log.info(f"network-context timing: {len(entry['swaps'])} swap(s) from the timing cache")
         return rep
     device = walk.device
@@ -340,8 +344,6 @@ def _refine(net, walk, layer_times, timer, tf32, cache, dev_key, max_trials, bud
         if hasattr(timer, "keep_only"):
             timer.keep_only(current)
     rep.seconds = time.perf_counter() - t0
-    if rep.base_ms is not None:     # each swap's saving was measured against the program before it
-        rep.final_ms = rep.base_ms - sum(k["saved_ms"] for k in rep.kept)
     if rep.trials and rep.skipped is None:
         log.info(f"network-context timing: {rep.trials} of {rep.groups} close call(s) timed in the network, "
                  f"{len(rep.kept)} swap(s) kept, {rep.base_ms:.4f} → {rep.final_ms:.4f} ms, {rep.seconds:.2f} s")

@@ -56,23 +56,12 @@ class LayoutWalk:
 
     def materialize(self, layer: Layer) -> list[torch.Tensor | None]:
         """Device tensors for timing: known values copied, activations random (ints and bools zero: valid indices)."""
-        ins = []
-        for name in layer.inputs:
-            t = self.env.get(name) if name else None
-            if t is None:
-                ins.append(None)
-            elif t.device.type != "meta":
-                if name not in self._on_device:
-                    self._on_device[name] = t.to(self.device)
-                ins.append(self._on_device[name])
-            else:
-                x = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=self.device)
-                ins.append(random_fill(x))
-        return ins
+        return [self.tensor(name) if name and self.env.get(name) is not None else None for name in layer.inputs]
 
     def tensor(self, name: str, host: bool = False) -> torch.Tensor:
-        """One network tensor as a whole-network run starts from it (context_timing.py): a known value on the
-        host (`host`: the op reads it as a value) or copied to the device once; an activation random on the device."""
+        """One network tensor on the device, for a layer's timing (`materialize`) or a whole-network run
+        (context_timing.py): a known value copied once (or left on the host with `host`: the op reads it as a
+        value), an activation random with the strides its producer emits."""
         t = self.env[name]
         if t.device.type != "meta":
             if host:

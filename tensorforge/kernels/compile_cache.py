@@ -67,19 +67,21 @@ class CacheCheck:
     removed: dict[str, str] = field(default_factory=dict)     # entry → why
 
 
+def _read_index(folder: str) -> dict:
+    """The folder's index (entry → its files' hashes); empty when missing or unreadable (it then trusts nothing)."""
+    try:
+        with open(os.path.join(folder, INDEX)) as f:
+            index = json.load(f)
+    except (ValueError, OSError):
+        return {}
+    return index if isinstance(index, dict) else {}
+
+
 def check(folder: str, only_indexed: bool = False) -> CacheCheck:
     """Delete every entry of `folder` that does not match the index; returns what was kept and removed.
     `only_indexed`: another build is running (its new entries are not indexed yet): keep unindexed entries."""
     result = CacheCheck()
-    try:
-        with open(os.path.join(folder, INDEX)) as f:
-            index = json.load(f)
-        if not isinstance(index, dict):
-            raise ValueError("not an object")
-    except FileNotFoundError:
-        index = {}
-    except (ValueError, OSError):
-        index = {}                                   # an unreadable index trusts nothing
+    index = _read_index(folder)
     for name, files in _entries(folder).items():
         want = index.get(name)
         why = ("not in the index (written by an interrupted build?)" if want is None else
@@ -192,15 +194,6 @@ _PRESTARTED: dict[tuple[str, int], CompilePool] = {}      # (folder, workers) �
 PRESTART_BELOW = 64     # pre-start only while the device's cache indexes fewer entries (a cold cache: first builds)
 
 
-def _indexed(folder: str) -> int:
-    """Entries the folder's index records (0: no index yet, or unreadable)."""
-    try:
-        with open(os.path.join(folder, INDEX)) as f:
-            return len(json.load(f))
-    except (OSError, ValueError, TypeError):
-        return 0
-
-
 def prestart(device_fp: str, workers: int, root: str | None = None) -> tuple[str, int] | None:
     """Spawn the compile workers of a coming build now (CompilePool.prestart); the build's `for_build` with the
     same device, root and worker count takes them over. Only for a cold cache (< PRESTART_BELOW indexed entries):
@@ -210,7 +203,7 @@ def prestart(device_fp: str, workers: int, root: str | None = None) -> tuple[str
     if workers <= 0:
         return None
     key = (device_dir(device_fp, root), workers)
-    if _indexed(key[0]) >= PRESTART_BELOW:
+    if len(_read_index(key[0])) >= PRESTART_BELOW:
         return None
     with _LOCK:
         if key in _PRESTARTED:
