@@ -190,6 +190,14 @@ def workers_from_env() -> int:
     return int(raw)
 
 
+def prestart_from_env() -> bool:
+    """TFG_COMPILE_PRESTART: 1 (default) pre-starts a cold build's compile workers, 0 does not."""
+    raw = os.environ.get("TFG_COMPILE_PRESTART", "1").strip()
+    if raw not in ("0", "1"):
+        raise ValueError(f"TFG_COMPILE_PRESTART={raw!r} is neither 0 nor 1; use 0 to build without pre-started workers")
+    return raw == "1"
+
+
 _PRESTARTED: dict[tuple[str, int], CompilePool] = {}      # (folder, workers) → a pool spawned ahead of its build
 PRESTART_BELOW = 64     # pre-start only while the device's cache indexes fewer entries (a cold cache: first builds)
 
@@ -199,8 +207,9 @@ def prestart(device_fp: str, workers: int, root: str | None = None) -> tuple[str
     same device, root and worker count takes them over. Only for a cold cache (< PRESTART_BELOW indexed entries):
     with a warm one most builds compile little or nothing, and pre-starting would spawn `workers` processes, each
     importing torch, for every build (a test session's hundreds of small builds) — the pool then starts with its
-    first uncached job, as before. Returns the key to `release` (None: nothing started)."""
-    if workers <= 0:
+    first uncached job, as before. TFG_COMPILE_PRESTART=0 turns it off (to measure what it saves). Returns the key
+    to `release` (None: nothing started)."""
+    if workers <= 0 or not prestart_from_env():
         return None
     key = (device_dir(device_fp, root), workers)
     if len(_read_index(key[0])) >= PRESTART_BELOW:
