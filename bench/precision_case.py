@@ -9,6 +9,8 @@ its build shapes; a batch above CALIB_INPUTS repeats them), distinct from the TE
 TEST_SEED) and from the timing input (seeded by the batch size). Accuracy:
 every engine runs the test set (in chunks of its batch; a batch larger than the set repeats it) and is compared with
 fp32 onnxruntime on the same inputs: cosine (target ≥ 0.99) and, for classifiers, top-1 agreement (accuracy.py).
+INT8 rows also carry onnxruntime's own INT8 of the model (ort_int8.py: same placement and scheme, same calibration
+and test inputs), scored the same way: whether a miss belongs to per-tensor INT8 itself or to our engine.
 Throughput = batch / median latency; speedup = fp16 median ÷ this engine's median (same run).
 Spec rows (`int8-spec`, `fp8-spec`): the INT8/FP8 engine with the layers of the model's `--layerPrecisions` spec in
 precision_specs.json kept at fp16 (`--precisionConstraints=obey`), the spec `tensorforge debug precision` found for
@@ -133,6 +135,21 @@ def _error_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:240]}"
 
 
+def _ort_int8(name: str, onnx_bytes: bytes, xs: np.ndarray, want: np.ndarray, classifier: bool, threads: int,
+              log) -> dict:
+    """onnxruntime's INT8 of the model (ort_int8.py) on the test inputs, calibrated on our calibration inputs,
+    scored like our rows; {"note": why} when onnxruntime cannot quantize or run it."""
+    from ort_int8 import ort_int8_outputs
+    t0 = time.perf_counter()
+    try:
+        acc = quantized(ort_int8_outputs(onnx_bytes, calibration_inputs(name), xs, threads), want, classifier)
+    except Exception as e:  # noqa: BLE001 - the column says why; our rows do not depend on it
+        acc = {"note": f"onnxruntime could not quantize or run it: {_error_line(e)}"}
+    log(f"{name}: onnxruntime INT8 (same scheme) {acc.get('cosine', acc.get('note'))} in "
+        f"{time.perf_counter() - t0:.1f} s")
+    return acc
+
+
 def run_model(name: str, onnx_bytes: bytes, batches: list[int], precisions: list[str], iters: int, warmup: int,
               cache_path: str | None, log, device: str = "cuda", best_batches=(1,), ort_threads: int = 8,
               budget_left=lambda: True) -> list[dict]:
@@ -142,6 +159,7 @@ def run_model(name: str, onnx_bytes: bytes, batches: list[int], precisions: list
     want = ort_reference(onnx_bytes, xs, ort_threads)
     log(f"{name}: onnxruntime fp32 on {len(xs)} test inputs in {time.perf_counter() - t0:.1f} s")
     time_fn = timer(device, iters, warmup)
+    ort_int8 = _ort_int8(name, onnx_bytes, xs, want, classifier, ort_threads, log) if "int8" in precisions else None
     rows = []
     for batch in batches:
         fp16_ms = None
@@ -173,6 +191,8 @@ def run_model(name: str, onnx_bytes: bytes, batches: list[int], precisions: list
                 log(f"{name} b{batch} {precision}: {row['error']}")
                 rows.append(row)
                 continue
+            if precision == "int8" and ort_int8 is not None:
+                row["ort_int8_accuracy"] = ort_int8
             if precision.endswith("-spec"):
                 row["layer_precisions"] = recorded_spec(name, precision)["spec"]
             try:

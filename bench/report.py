@@ -155,14 +155,25 @@ def _build_table(res: dict) -> list[str]:
     return lines + [""]
 
 
+def _ort_int8_cell(acc: dict | None) -> str:
+    """onnxruntime's own INT8 of the model (INT8 rows only): its cosine to fp32, or why there is none."""
+    if not acc:
+        return ""
+    if "note" in acc:
+        return f"n/a: {acc['note']}"
+    top1 = f", top-1 {100 * acc['top1_agreement']:.1f}%" if "top1_agreement" in acc else ""
+    return f"cos {acc['cosine']:.4f}{top1}"
+
+
 def _precision_table(rows: list[dict]) -> list[str]:
     lines = ["## Precision (tensorforge engines; INT8/FP8 rows also allow fp16; accuracy vs fp32 onnxruntime on the "
              "test set)", "",
-             "| model | batch | precision | median ms | per s | × our fp16 | accuracy (cosine ≥ 0.99) | CUDA graph | "
-             "TensorRT published |", "|" + " --- |" * 9]
+             "| model | batch | precision | median ms | per s | × our fp16 | accuracy (cosine ≥ 0.99) | "
+             "onnxruntime INT8, same scheme and inputs (bench/ort_int8.py) | CUDA graph | TensorRT published |",
+             "|" + " --- |" * 10]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['batch']} | {r['precision']} | {r['error']} |" + " |" * 5)
+            lines.append(f"| {r['model']} | {r['batch']} | {r['precision']} | {r['error']} |" + " |" * 6)
             continue
         trt = (f"{r['tensorrt_published_img_s']} img/s (ours {100 * r['fraction_of_tensorrt']:.0f}%)"
                if r.get("tensorrt_published_img_s") and r["batch"] >= 256 else "")
@@ -171,7 +182,8 @@ def _precision_table(rows: list[dict]) -> list[str]:
                                   if kept else "")
         lines.append(f"| {r['model']} | {r['batch']} | {label} | {_ms(r.get('runner'))} | "
                      f"{r.get('throughput_per_s')} | {r.get('speedup_vs_fp16') or '—'} | "
-                     f"{summary(r.get('accuracy_vs_ort_fp32'))} | {_graph_cell(r)} | {trt} |")
+                     f"{summary(r.get('accuracy_vs_ort_fp32'))} | {_ort_int8_cell(r.get('ort_int8_accuracy'))} | "
+                     f"{_graph_cell(r)} | {trt} |")
     profiled = [r for r in rows if r.get("kernel_profile")]
     if profiled:
         lines += ["", "Kernel profiles of these engines (their CUDA graph replayed under torch.profiler; µs per "

@@ -10,6 +10,7 @@ workers=8 builds faster (PASS build_time_parallel), and its engine is no slower 
     PYTHONPATH=. python3 bench/gpu_smoke/build_time.py
     BUILD_TIME_MODELS=convnext_tiny,vit_b_16 BUILD_TIME_WORKERS=14 python3 bench/gpu_smoke/build_time.py
         (vision zoo models at batch 1; one worker count: the cold builds alone on the machine, no checks)
+    BUILD_TIME_PROFILE=40 ...   the child also prints the build's 40 costliest calls (cProfile, cumulative)
 """
 
 import json
@@ -28,9 +29,16 @@ from bench.measure import cuda_times
 data = open(sys.argv[1], "rb").read()
 shape, vocab = json.loads(sys.argv[2])              # vocab: token ids in [0, vocab) instead of N(0, 1) floats
 torch.zeros(1, device="cuda")                       # the CUDA context is not the build's cost
+import cProfile, os, pstats
+prof = cProfile.Profile() if os.environ.get("BUILD_TIME_PROFILE") else None
 t0 = time.perf_counter()
+if prof:
+    prof.enable()
 engine = tfg.build(data, fp16=True, shapes={"input": tuple(shape)}, device="cuda")
 build_s = time.perf_counter() - t0
+if prof:
+    prof.disable()
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(int(os.environ["BUILD_TIME_PROFILE"]))
 info = engine.data.build_info["tactics"]
 ctx = ExecutionContext(engine.data, "cuda")
 g = torch.Generator().manual_seed(1)
@@ -68,6 +76,8 @@ def cold_build(onnx_path: str, workers: int, root: str, shape=(1, 3, 224, 224), 
                           timeout=int(os.environ.get("BUILD_TIME_LIMIT_S", "150")))
     if proc.returncode != 0 or "RESULT" not in proc.stdout:
         raise RuntimeError(f"workers={workers} build failed: {proc.stderr[-2000:]}")
+    if os.environ.get("BUILD_TIME_PROFILE"):
+        print(proc.stdout.split("RESULT", 1)[0], flush=True)
     out = json.loads(proc.stdout.split("RESULT", 1)[1])
     out["process_s"] = time.perf_counter() - t0
     return out
