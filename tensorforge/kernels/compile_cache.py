@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ..util.errors import UsageError
 from ..util.log import get_logger
 from .compile_pool import CompilePool, compile_job, discover, job_key  # noqa: F401  (re-exported: one entry point)
 from .config_prune import prune_block_configs, prune_tile_configs  # noqa: F401  (re-exported for the builder)
@@ -194,7 +195,8 @@ def prestart_from_env() -> bool:
     """TFG_COMPILE_PRESTART: 1 (default) pre-starts a cold build's compile workers, 0 does not."""
     raw = os.environ.get("TFG_COMPILE_PRESTART", "1").strip()
     if raw not in ("0", "1"):
-        raise ValueError(f"TFG_COMPILE_PRESTART={raw!r} is neither 0 nor 1; use 0 to build without pre-started workers")
+        raise UsageError(f"TFG_COMPILE_PRESTART={raw!r} is neither 0 nor 1",
+                         "set TFG_COMPILE_PRESTART=0 to build without pre-started compile workers, or unset it")
     return raw == "1"
 
 

@@ -67,3 +67,19 @@ def test_a_prestarted_worker_really_starts(tmp_path):
     done, _ = wait([fut], timeout=240)
     assert fut in done and fut.exception() is None
     pool.close()
+
+
+def test_prestart_can_be_turned_off_and_a_bad_value_is_refused(tmp_path, monkeypatch):
+    import pytest
+    from tensorforge.util.errors import UsageError
+    started = []
+    monkeypatch.setattr(compile_pool.CompilePool, "prestart", lambda self: started.append(self))
+    monkeypatch.setenv("TFG_COMPILE_PRESTART", "0")
+    assert cc.prestart("cuda:off", 2, root=str(tmp_path)) is None and started == []
+    monkeypatch.setenv("TFG_COMPILE_PRESTART", "yes")
+    with pytest.raises(UsageError, match="TFG_COMPILE_PRESTART='yes'"):
+        cc.prestart("cuda:off", 2, root=str(tmp_path))
+    monkeypatch.setenv("TFG_COMPILE_PRESTART", "1")
+    key = cc.prestart("cuda:off", 2, root=str(tmp_path))
+    assert key is not None and len(started) == 1
+    cc.release(key)
