@@ -34,6 +34,26 @@ def _cnn(act: str, seed: int, batch):
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 10])], inits)
 
 
+def depthwise_cnn(seed: int = 0) -> bytes:
+    """conv1 (dense 3×3) → Relu → dw (depthwise 3×3, group 8, no kernel_shape attribute) → Relu → pw (1×1) → pool → fc:
+    the MobileNet block, for implicit quantization's choice of which layers get Q/DQ."""
+    rng = np.random.default_rng(seed)
+    inits = {"W1": (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32),
+             "Wd": (rng.standard_normal((8, 1, 3, 3)) * 0.5).astype(np.float32),
+             "Wp": (rng.standard_normal((16, 8, 1, 1)) * 0.3).astype(np.float32),
+             "W3": (rng.standard_normal((10, 16)) * 0.5).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "W1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["a1"], name="relu1"),
+             helper.make_node("Conv", ["a1", "Wd"], ["cd"], name="dw", pads=[1, 1, 1, 1], group=8),
+             helper.make_node("Relu", ["cd"], ["ad"], name="relud"),
+             helper.make_node("Conv", ["ad", "Wp"], ["cp"], name="pw"),
+             helper.make_node("GlobalAveragePool", ["cp"], ["p"], name="pool"),
+             helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "W3"], ["y"], name="fc", transB=1)]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+
+
 def small_cnn(seed: int = 0, batch=1) -> bytes:
     return _cnn("Relu", seed, batch)
 

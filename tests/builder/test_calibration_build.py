@@ -7,7 +7,7 @@ import torch
 
 import tensorforge as tfg
 from oracle import ort_run
-from precision_models import cosine, images, small_cnn
+from precision_models import cosine, depthwise_cnn, images, small_cnn
 from tensorforge.builder.calibration import CalibrationSettings, calibrate, insert_qdq
 from tensorforge.ir import get_spec
 from tensorforge.parser import parse_model
@@ -74,3 +74,20 @@ def test_fp8_build_uses_e4m3_scales():
     assert q["kind"] == "fp8"
     x = images(1, seed=5)[0]
     assert cosine(e.run({"x": x})["y"], ort_run(small_cnn(), {"x": x})["y"]) > 0.99
+
+
+def test_depthwise_convs_keep_their_float_precision():
+    """Implicit INT8 gives Q/DQ only to layers a quantized GEMM kernel runs: the depthwise conv would run the exact
+    float32 fallback (slower than fp16, no more accurate), so it stays float, with the reason in the report; the
+    engine still matches fp32 onnxruntime (cosine ≥ 0.99)."""
+    net = parse_model(depthwise_cnn())
+    report = insert_qdq(net, {"x": 2.0, "a1": 3.0, "ad": 3.0, "f": 1.0}, "int8")
+    assert report.layers == ["conv1", "pw", "fc"]
+    assert "group=8" in report.skipped["dw"]
+    calib = [{"x": x} for x in images(8, seed=3)]
+    engine = tfg.build(depthwise_cnn(), int8=True, calibration_data=calib, device="cpu")
+    quantized = [la for la in engine.data.layers if la.op.startswith("Quantized")]
+    assert len(quantized) == 3 and all(la.attrs.get("group", 1) == 1 for la in quantized)
+    assert any(la.op in ("Conv", "FusedConv") and la.attrs.get("group") == 8 for la in engine.data.layers)
+    x = images(1, seed=11)[0]
+    assert cosine(engine.run({"x": x})["y"], ort_run(depthwise_cnn(), {"x": x})["y"]) >= 0.99

@@ -1,7 +1,8 @@
 """Implicit quantization: calibrated ranges → QuantizeLinear/DequantizeLinear layers, as an explicit Q/DQ model has.
 
-Entry point: `insert_qdq(net, amax, kind, skip) -> QdqReport`. Around every Conv, ConvTranspose, Gemm, and MatMul
-with a constant operand (the layers TensorRT runs in INT8), not listed in `skip`:
+Entry point: `insert_qdq(net, amax, kind, skip) -> QdqReport`. Around every Conv, Gemm, and MatMul with a constant
+operand (the layers TensorRT runs in INT8) that a quantized GEMM kernel runs, not listed in `skip` (grouped and
+depthwise convolutions, ConvTranspose and non-2-D convolutions keep their float precision: `_no_fast_kernel`):
 
     x ─► Q(s_x, 0) ─► DQ(s_x, 0) ─┐          s_x = amax(x) / 127  (INT8, per tensor, symmetric: zero point 0)
     W_q (constant) ─► DQ(s_w, 0) ─┴─► Conv   s_w[c] = max |W[c, …]| / 127 per output channel, W_q = Q(W)
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ...ir import Layer, Network, TensorInfo, get_spec
+from ...kernels.quant_common import conv_is_gemm_reason
 
 LEVELS = {"int8": 127.0, "fp8": 448.0}
 QTYPE = {"int8": torch.int8, "fp8": torch.float8_e4m3fn}
@@ -40,8 +42,6 @@ def _weight_axis(layer: Layer, k: int, w: torch.Tensor) -> int | None:
     """The output-channel axis of constant input k, or None for one scale per tensor."""
     if layer.op == "Conv" and k == 1:
         return 0
-    if layer.op == "ConvTranspose" and k == 1:
-        return 1 if layer.attrs.get("group", 1) == 1 else None
     if layer.op == "Gemm" and w.dim() == 2:
         if k == 1:
             return 0 if layer.attrs.get("transB", 0) else 1
@@ -51,9 +51,28 @@ def _weight_axis(layer: Layer, k: int, w: torch.Tensor) -> int | None:
     return None
 
 
+def _no_fast_kernel(net: Network, layer: Layer) -> str | None:
+    """Why no quantized GEMM kernel would run this Conv/ConvTranspose (None: one does). Such a layer keeps its
+    float precision: quantized, it would run the exact float32 fallback (quant_float_exact.py) or the reference,
+    slower than the float layer and no more accurate (H100, batch 32, every depthwise conv quantized:
+    mobilenet_v3_large INT8 0.14x, FP8 0.04x its fp16 engine). TensorRT too runs a layer in INT8 only where that
+    is faster. Explicit Q/DQ graphs are not affected: their pairs run as written."""
+    if layer.op == "ConvTranspose":
+        return "ConvTranspose has no quantized GEMM kernel here"
+    w = net.constants.get(layer.inputs[1]) if len(layer.inputs) > 1 else None
+    attrs = dict(layer.attrs)
+    if not attrs.get("kernel_shape") and w is not None:                # ONNX: from the weights
+        attrs["kernel_shape"] = [int(d) for d in w.shape[2:]]
+    why = conv_is_gemm_reason(Layer(layer.name, "QuantizedConv", [], [], attrs))
+    return None if why is None else f"no quantized GEMM kernel takes it ({why})"
+
+
 def _roles(net: Network, layer: Layer) -> tuple[list[int], list[int]] | str:
     """(activation input positions, weight input positions), or why the layer stays float."""
     if layer.op in ("Conv", "ConvTranspose"):
+        why = _no_fast_kernel(net, layer)
+        if why:
+            return why
         acts, weights = [0], [1]
     else:
         acts = [k for k in (0, 1) if layer.inputs[k] not in net.constants]
