@@ -9,6 +9,7 @@ point (shape arithmetic on dynamic dims) is placed on the host, so the device ne
 """
 
 import time
+from dataclasses import replace
 
 import torch
 
@@ -32,7 +33,8 @@ from .profiles import resolve_profiles, shape_points
 from .memory_plan import plan_network
 from .point_tactics import choose_point_tactics
 from .tactics import choose_tactics
-from .context_timing import GraphPairTimer, refine_in_context
+from .context_timing import GraphPairTimer, network_program, refine_in_context
+from .best import GAIN, compare_with_fp16
 
 
 def _infer(net: Network, points: list[dict], max_fold: int, keep: list | None = None) -> tuple[dict[str, TensorInfo], set[str]]:
@@ -89,21 +91,57 @@ def _context_step(config: BuilderConfig, device):
     return step
 
 
-def build_engine(network: Network, config: BuilderConfig | None = None, progress=None) -> Engine:
+def build_engine(network: Network, config: BuilderConfig | None = None, progress=None,
+                 programs: list | None = None) -> Engine:
     """The build (module docstring). A CUDA build that will time tactics spawns its Triton compile workers first
-    (compile_cache.prestart): they import torch and Triton while this process parses and rewrites the network."""
+    (compile_cache.prestart): they import torch and Triton while this process parses and rewrites the network.
+    `programs`: a list the build appends its whole network at the opt point to, as one NetworkProgram, once every
+    layer has its tactic (timed CUDA builds): --best's FP16 trial hands its network to the final build this way."""
     config = config or BuilderConfig()
     device = resolve_device(config.device)
     early = None
     if device.type == "cuda" and config.optimization_level > 0:
         early = prestart(fingerprint(device), workers_from_env())
     try:
-        return _build(network, config, device, progress)
+        return _build(network, config, device, progress, programs)
     finally:
         release(early)          # taken over by the build's tactic choice, unless it failed before
 
 
-def _build(network: Network, config: BuilderConfig, device, progress) -> Engine:
+def _after_choice(config: BuilderConfig, device, programs: list | None):
+    """choose_tactics' `after_choice`: the network-context step, then (when `programs` is a list) the chosen
+    network made into one NetworkProgram and appended to it."""
+    context = _context_step(config, device)
+    if programs is None:
+        return context
+
+    def step(net, walk, cache, dev_key, report):
+        if context is not None:
+            context(net, walk, cache, dev_key, report)
+        try:
+            programs.append(network_program(net, walk))
+        except Exception as e:  # noqa: BLE001 - only --best's whole-network comparison needs it; it says so
+            get_logger().info(f"whole-network program not made ({type(e).__name__}: {e}); --best keeps its choice")
+    return step
+
+
+def _fp16_instead(config: BuilderConfig, prec, net: Network, seconds: float) -> Engine:
+    """--best's FP16 trial engine in place of the slower mixed one (best.compare_with_fp16), its build info
+    saying so; the precision constraints are still checked (precision_step.finish)."""
+    precision_step.finish(config, prec, net)
+    choice = prec.best
+    v = choice.verdict
+    get_logger().info(f"--best: the INT8/FP16 network runs {v['mixed_ms']:.4f} ms, the FP16 network "
+                      f"{v['fp16_ms']:.4f} ms: the FP16 engine is kept (a mixed engine must be faster by more "
+                      f"than {100 * GAIN:.1f} %)")
+    engine = choice.fp16_engine
+    info = {**engine.build_info, "flags": config.flags(), "build_seconds": round(seconds, 3),
+            "best": {**v, "fp16_layers": "all", "costs_ms": {n: {"int8": round(q, 5), "fp16": round(f, 5)}
+                                                             for n, (q, f) in choice.costs.items()}}}
+    return replace(engine, build_info=info)
+
+
+def _build(network: Network, config: BuilderConfig, device, progress, programs: list | None = None) -> Engine:
     log = get_logger()
     t0 = time.perf_counter()
     note = tf32_note(config, device)
@@ -155,9 +193,17 @@ def _build(network: Network, config: BuilderConfig, device, progress) -> Engine:
 
     phase("codegen")
     opt_point = {n: s[1] for n, s in resolved[0].items()}
+    guard = prec.best is not None and prec.best.fp16_program is not None     # --best vs its FP16 engine
+    mine = [] if guard else programs
     tactic_report = choose_tactics(net, device, config, progress=progress, opt_point=opt_point,
-                                   opt_env=envs[points.index(opt_point)], after_choice=_context_step(config, device))
+                                   opt_env=envs[points.index(opt_point)], after_choice=_after_choice(config, device, mine))
     phase("tactics")
+    if guard:
+        prec.best.verdict = compare_with_fp16(prec.best, mine[0] if mine else None, GraphPairTimer(device))
+        if prec.best.verdict["kept"] == "fp16":
+            return _fp16_instead(config, prec, net, time.perf_counter() - t0)
+        prec.best.fp16_engine = None
+        log.info(f"--best: the mixed engine is kept ({prec.best.verdict})")
     tactic_report.per_point = choose_point_tactics(net, device, config, resolved, points, envs, choose_tactics,
                                                     timed=tactic_report.timed_layers + tactic_report.cache_hits > 0,
                                                     progress=progress)

@@ -263,6 +263,15 @@ def build_kernel(layer, tactic_id: str, device):
     raise KeyError(f"tactic {tactic_id} is not a candidate of layer {layer.name}")
 
 
+def network_program(net: Network, walk: LayoutWalk, chosen: dict[str, str] | None = None) -> NetworkProgram:
+    """The network's device layers with the kernels of `chosen` (layer → tactic id; default: each layer's tactic)
+    as one NetworkProgram."""
+    chosen = chosen if chosen is not None else {layer.name: layer.tactic for layer in net.layers}
+    by_name = {layer.name: layer for layer in net.layers}
+    kernels = {n: build_kernel(by_name[n], t, walk.device) for n, t in chosen.items() if by_name[n].placement != "host"}
+    return NetworkProgram(net, walk, kernels, chosen)
+
+
 def refine_in_context(net: Network, walk: LayoutWalk, layer_times: dict, timer: PairTimer, tf32: bool,
                       cache=None, dev_key: str = "", max_trials: int = 32, budget_s: float = 2.5) -> ContextReport:
     """Swap close calls' alternatives in where the whole network runs faster (module docstring); sets
@@ -300,8 +309,7 @@ def _refine(net, walk, layer_times, timer, tf32, cache, dev_key, max_trials, bud
         return rep
     device = walk.device
     try:
-        kernels = {n: build_kernel(by_name[n], chosen[n], device) for n in chosen if by_name[n].placement != "host"}
-        current = NetworkProgram(net, walk, kernels, chosen)
+        current = network_program(net, walk, chosen)
         reference = current.run()
     except Exception as e:  # noqa: BLE001 - a speed refinement: the layer-by-layer choice stands, and the log says why
         rep.skipped = f"the network did not run as one program: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"

@@ -36,3 +36,78 @@ def test_best_without_timing_quantizes_every_layer():
     assert "best" not in engine.build_info and engine.build_info["quantization"]["layers"] == ["conv1", "conv2", "fc"]
     assert np.isfinite(ExecutionContext(engine, torch.device("cpu")).run(
         {"x": torch.from_numpy(images(1, seed=3)[0])})["y"].numpy()).all()
+
+
+class _Timer:
+    """A stand-in for context_timing.GraphPairTimer (which replays CUDA graphs): fixed medians (mixed, fp16)."""
+
+    def __init__(self, times):
+        self.times, self.calls = times, []
+
+    def compare(self, a, b):
+        self.calls.append((a, b))
+        if isinstance(self.times, Exception):
+            raise self.times
+        return self.times
+
+
+def test_compare_with_fp16_keeps_the_mixed_engine_only_when_it_is_faster():
+    from tensorforge.builder.best import GAIN, BestChoice, compare_with_fp16
+    for times, kept in [((0.9, 1.0), "mixed"), ((1.0, 0.9), "fp16"), ((1.0 - GAIN / 2, 1.0), "fp16"),
+                        ((1.0 - 2 * GAIN, 1.0), "mixed")]:
+        choice = BestChoice(fp16_program="fp16 program")
+        timer = _Timer(times)
+        verdict = compare_with_fp16(choice, "mixed program", timer)
+        assert verdict["kept"] == kept and (verdict["mixed_ms"], verdict["fp16_ms"]) == times, times
+        assert timer.calls == [("mixed program", "fp16 program")] and choice.fp16_program is None
+    for timer, why in [(_Timer(None), "CUDA graph"), (_Timer(RuntimeError("out of memory")), "out of memory")]:
+        verdict = compare_with_fp16(BestChoice(fp16_program="p"), "q", timer)
+        assert verdict["kept"] == "mixed" and why in verdict["why"]
+    assert compare_with_fp16(BestChoice(), "q", _Timer((1.0, 0.5)))["kept"] == "mixed"      # nothing to compare
+
+
+def _best_engine(monkeypatch, times):
+    """A --best build on the CPU whose whole-network comparison (CUDA-only in a real build) is switched on, with
+    the stand-in timer's medians."""
+    from tensorforge.builder import best, builder
+    monkeypatch.setattr(best, "compares_networks", lambda device: True)
+    monkeypatch.setattr(builder, "GraphPairTimer", lambda device: _Timer(times))
+    cfg = configure(BuilderConfig(device="cpu", timing_cache=TimingCache()), best=True,
+                    data=[{"x": b} for b in images(4, seed=1)])
+    return build_engine(parse_model(small_cnn()), cfg)
+
+
+def test_a_slower_mixed_network_gives_the_fp16_engine(monkeypatch):
+    engine = _best_engine(monkeypatch, (2.0, 1.0))
+    best = engine.build_info["best"]
+    assert best["kept"] == "fp16" and best["fp16_layers"] == "all" and "best" in engine.build_info["flags"]
+    assert not any(la.op.startswith("Quantized") or la.op in ("QuantizeLinear", "DequantizeLinear")
+                   for la in engine.layers)
+    x = images(1, seed=7)[0]
+    got = ExecutionContext(engine, torch.device("cpu")).run({"x": torch.from_numpy(x)})["y"].numpy()
+    np.testing.assert_allclose(got, ort_run(small_cnn(), {"x": x})["y"], rtol=1e-2, atol=1e-2)
+
+
+def test_a_faster_mixed_network_is_kept(monkeypatch):
+    engine = _best_engine(monkeypatch, (0.5, 1.0))
+    best = engine.build_info["best"]
+    assert best["kept"] == "mixed" and best["mixed_ms"] == 0.5
+    quantized = [la for la in engine.layers if la.op.startswith("Quantized")]
+    assert len(quantized) == 3 - len(best["fp16_layers"])
+
+
+def test_cuda_best_times_its_network_against_the_fp16_engine():
+    import pytest
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA (the whole-network comparison replays CUDA graphs)")
+    from tensorforge.builder.best import GAIN
+    cfg = configure(BuilderConfig(device="cuda"), best=True, data=[{"x": b} for b in images(4, seed=1)])
+    engine = build_engine(parse_model(small_cnn()), cfg)
+    best = engine.build_info["best"]
+    assert best["mixed_ms"] > 0 and best["fp16_ms"] > 0, best
+    assert (best["kept"] == "mixed") == (best["mixed_ms"] < best["fp16_ms"] * (1 - GAIN))
+    quantized = any(la.op.startswith("Quantized") for la in engine.layers)
+    assert quantized == (best["kept"] == "mixed" and len(best["fp16_layers"]) < 3)
+    x = images(1, seed=7)[0]
+    got = ExecutionContext(engine, torch.device("cuda")).run({"x": torch.from_numpy(x).cuda()})["y"].float().cpu()
+    assert cosine(got.numpy(), ort_run(small_cnn(), {"x": x})["y"]) > 0.99
