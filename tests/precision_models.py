@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 def _model(nodes, inputs, outputs, inits, opset=17):
     g = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8).SerializeToString()
 
 
 def _cnn(act: str, seed: int, batch):
