@@ -155,6 +155,14 @@ def _build_table(res: dict) -> list[str]:
     return lines + [""]
 
 
+def _best_note(best: dict | None) -> str:
+    """--best rows: which engine the whole-network check kept, with both network times."""
+    if not best or "kept" not in best:
+        return ""
+    times = f", {best['mixed_ms']:.4f} vs {best['fp16_ms']:.4f} ms in the build" if "mixed_ms" in best else ""
+    return f" ({'INT8/FP16 mixed' if best['kept'] == 'mixed' else 'FP16'} engine kept{times})"
+
+
 def _ort_int8_cell(acc: dict | None) -> str:
     """onnxruntime's own INT8 of the model (INT8 rows only): its cosine to fp32, or why there is none."""
     if not acc:
@@ -179,7 +187,7 @@ def _precision_table(rows: list[dict]) -> list[str]:
                if r.get("tensorrt_published_img_s") and r["batch"] >= 256 else "")
         kept = r.get("layer_precisions")
         label = r["precision"] + (f" ({len(kept.split(','))} layers at fp16: --layerPrecisions in the JSON)"
-                                  if kept else "")
+                                  if kept else "") + _best_note(r.get("build", {}).get("best"))
         lines.append(f"| {r['model']} | {r['batch']} | {label} | {_ms(r.get('runner'))} | "
                      f"{r.get('throughput_per_s')} | {r.get('speedup_vs_fp16') or '—'} | "
                      f"{summary(r.get('accuracy_vs_ort_fp32'))} | {_ort_int8_cell(r.get('ort_int8_accuracy'))} | "

@@ -40,7 +40,8 @@ def build_summary(engine) -> dict:
             "device_layers": sum(layer.placement != "host" for layer in engine.data.layers),
             "tactics_chosen": dict(Counter(layer.tactic for layer in engine.data.layers)),
             "layer_precisions": dict(Counter(str(getattr(layer, "precision", None)) for layer in engine.data.layers)),
-            "flags": list(info.get("flags", []))}
+            "flags": list(info.get("flags", [])),
+            "best": {k: v for k, v in (info.get("best") or {}).items() if k in ("kept", "mixed_ms", "fp16_ms", "why")}}
 
 
 def graph_columns(ctx) -> dict:

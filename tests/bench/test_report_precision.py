@@ -1,0 +1,29 @@
+"""bench/report.py's precision table: the onnxruntime-INT8 column and the --best note, on rows written by hand."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+report = pytest.importorskip("report")
+
+
+def _row(precision, **extra):
+    return {"model": "m", "batch": 1, "precision": precision, "runner": {"median_ms": 1.0, "spread_pct": 0},
+            "throughput_per_s": 1000.0, "speedup_vs_fp16": 1.0,
+            "accuracy_vs_ort_fp32": {"samples": 4, "cosine": 0.995, "min_sample_cosine": 0.99, "pass": True},
+            **extra}
+
+
+def test_ort_int8_column_and_best_note():
+    rows = [_row("int8", ort_int8_accuracy={"cosine": 0.98123, "top1_agreement": 0.75}),
+            _row("int8", ort_int8_accuracy={"note": "onnxruntime could not quantize or run it: X"}),
+            _row("best", build={"best": {"kept": "fp16", "mixed_ms": 0.49, "fp16_ms": 0.43}}),
+            _row("best", build={"best": {"kept": "mixed", "mixed_ms": 0.30, "fp16_ms": 0.43}})]
+    table = [line for line in report._precision_table(rows) if line.startswith("| m |")]
+    assert "| cos 0.9812, top-1 75.0% |" in table[0]
+    assert "| n/a: onnxruntime could not quantize or run it: X |" in table[1]
+    assert "best (FP16 engine kept, 0.4900 vs 0.4300 ms in the build)" in table[2]
+    assert "best (INT8/FP16 mixed engine kept, 0.3000 vs 0.4300 ms in the build)" in table[3]
+    assert all(line.count("|") == table[0].count("|") for line in table)
