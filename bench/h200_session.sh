@@ -7,6 +7,10 @@
 #        then run.py --append --resume measures, one case at a time, every case the results in bench/results/ do
 #        not hold yet from a run of the same label. Repeat the command until "Not run" is empty.
 #        MODELS=a,b and EXTRA="<run.py switches>" narrow a RECORD command (a named subset, say so in the note).
+#   bash bench/h200_session.sh ZOO_PRECISION "<label>"
+#        issue 12's table: fp16, INT8, FP8 (and best at batch 1) for every zoo model at batch 1 and 32, resnet50 also
+#        at 256, with kernel profiles; resumable like RECORD (--append --resume: repeat with SEED_DIR=<the previous
+#        command's json> until "Not run" is empty; about 4 commands). MODELS=, PRECISIONS= and BATCHES= narrow it.
 #   bash bench/h200_session.sh PRECISION "<label>" [S]
 #        precision rows (BERT INT8 b32; resnet50 INT8 and the INT8 spec b32), the dynamic-shape rows, and the GPU
 #        smokes (control flow, trees, INT8 layers, build time, contrib ops) into one file, within S seconds.
@@ -40,6 +44,10 @@ case "$1" in
     # shellcheck disable=SC2086
     bench --part "$DTYPES" --models "$MODELS" --prewarmed "$PREWARM" --backend --kernel-profiles --resume $EXTRA
     ;;
+  ZOO_PRECISION)
+    bench --part precision --models "$MODELS" --precisions "${PRECISIONS:-int8,fp8,best}" \
+          --precision-batches "${BATCHES:-1,32}" --precision-extra "resnet50:256" --kernel-profiles --resume
+    ;;
   PRECISION)
     LIMIT=${3:-570}
     : > "$OUT/smokes.txt"
@@ -53,6 +61,6 @@ case "$1" in
     smoke transformer_build 90
     smoke contrib_ops 40
     ;;
-  *) echo "usage: bash bench/h200_session.sh RECORD|PRECISION LABEL [fp16[,fp32] | seconds]" >&2; exit 2 ;;
+  *) echo "usage: bash bench/h200_session.sh RECORD|ZOO_PRECISION|PRECISION LABEL [fp16[,fp32] | seconds]" >&2; exit 2 ;;
 esac
 echo "command $1 done in ${SECONDS} s"
