@@ -78,7 +78,8 @@ def compares_networks(device: torch.device) -> bool:
 
 
 def _wants_quantized(config) -> bool:
-    return any(p in ("int8", "fp8") for p in (config.layer_precisions or {}).values())
+    """Whether a --layerPrecisions entry ([(name or "*", precision)]) asks for INT8 or FP8."""
+    return any(p in ("int8", "fp8") for _, p in config.layer_precisions or [])
 
 
 def compare_with_fp16(choice: BestChoice, program, timer) -> dict:
@@ -114,7 +115,9 @@ def choose_precisions(net: Network, config, device: torch.device) -> BestChoice 
     nodes = set(quant["layers"])
     amax = {n: s * 127.0 for n, s in quant["tensor_scales"].items()}
     programs = [] if compares_networks(device) and not _wants_quantized(config) else None
-    f_costs, f_engine = _node_costs(net.copy(), replace(base, int8=False, fp8=False, calibration=None), programs)
+    floats = [(n, p) for n, p in config.layer_precisions or [] if p not in ("int8", "fp8")]   # the FP16 trial
+    f_costs, f_engine = _node_costs(net.copy(), replace(base, int8=False, fp8=False, calibration=None,  # cannot meet
+                                                        layer_precisions=floats), programs)          # int8 entries
     choice = BestChoice(amax=amax)
     if programs:
         choice.fp16_engine, choice.fp16_program = f_engine, programs[0]

@@ -111,3 +111,16 @@ def test_cuda_best_times_its_network_against_the_fp16_engine():
     x = images(1, seed=7)[0]
     got = ExecutionContext(engine, torch.device("cuda")).run({"x": torch.from_numpy(x).cuda()})["y"].float().cpu()
     assert cosine(got.numpy(), ort_run(small_cnn(), {"x": x})["y"]) > 0.99
+
+
+def test_an_int8_layer_constraint_turns_the_fp16_fallback_off(monkeypatch):
+    """--layerPrecisions=fc:int8 with --best: the FP16 engine would break the constraint, so no FP16 trial program is
+    kept for the comparison (the mixed engine stands) and the constraint is met."""
+    from tensorforge.builder import best, builder
+    monkeypatch.setattr(best, "compares_networks", lambda device: True)
+    monkeypatch.setattr(builder, "GraphPairTimer", lambda device: _Timer((2.0, 1.0)))
+    cfg = configure(BuilderConfig(device="cpu", timing_cache=TimingCache(), layer_precisions=[("fc", "int8")],
+                                  precision_constraints="obey"), best=True, data=[{"x": b} for b in images(4, seed=1)])
+    engine = build_engine(parse_model(small_cnn()), cfg)
+    assert "kept" not in engine.build_info["best"]
+    assert any("fc" in la.origin and la.op.startswith("Quantized") for la in engine.layers)
