@@ -30,7 +30,9 @@ import zoo  # noqa: E402
 
 def model_onnx(name: str) -> tuple[bytes, str]:
     try:
-        module, made = zoo.make(name), "zoo.make"
+        module = zoo.make(name)
+        made = f"zoo.make (torchvision {sys.modules['torchvision'].__version__})" if "torchvision" in sys.modules \
+            else "zoo.make"
     except ImportError:
         if name != "resnet50":
             raise
