@@ -8,7 +8,8 @@
 #        not hold yet from a run of the same label. Repeat the command until "Not run" is empty.
 #        MODELS=a,b and EXTRA="<run.py switches>" narrow a RECORD command (a named subset, say so in the note).
 #   bash bench/h200_session.sh ZOO_PRECISION "<label>"
-#        issue 12's table: fp16, INT8, FP8 (and best at batch 1) for every zoo model at batch 1 and 32, resnet50 also
+#        issue 12's table: fp16, INT8, FP8, their debug-precision spec rows (precision_specs.json) and best (batch
+#        1) for every zoo model at batch 1 and 32, resnet50 also
 #        at 256, with kernel profiles; resumable like RECORD (--append --resume: repeat with SEED_DIR=<the previous
 #        command's json> until "Not run" is empty; about 4 commands). MODELS=, PRECISIONS= and BATCHES= narrow it.
 #   bash bench/h200_session.sh PRECISION "<label>" [S]
@@ -45,7 +46,7 @@ case "$1" in
     bench --part "$DTYPES" --models "$MODELS" --prewarmed "$PREWARM" --backend --kernel-profiles --resume $EXTRA
     ;;
   ZOO_PRECISION)
-    bench --part precision --models "$MODELS" --precisions "${PRECISIONS:-int8,fp8,best}" \
+    bench --part precision --models "$MODELS" --precisions "${PRECISIONS:-int8,int8-spec,fp8,fp8-spec,best}" \
           --precision-batches "${BATCHES:-1,32}" --precision-extra "resnet50:256" --kernel-profiles --resume
     ;;
   PRECISION)
