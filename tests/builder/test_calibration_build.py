@@ -1,6 +1,8 @@
 """tfg.build(..., int8=True, calibration_data=..., calibration_cache=...) and the calibration run itself: ranges
 against numpy on the same data, Q/DQ placement, weights per output channel, accuracy against onnxruntime."""
 
+import io
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +14,7 @@ from tensorforge.builder.calibration import CalibrationSettings, calibrate, inse
 from tensorforge.ir import get_spec
 from tensorforge.parser import parse_model
 from tensorforge.util.errors import UsageError
+from tensorforge.util.log import get_logger
 
 
 def test_minmax_ranges_are_the_max_abs_of_each_tensor():
@@ -76,7 +79,7 @@ def test_fp8_build_uses_e4m3_scales():
     assert cosine(e.run({"x": x})["y"], ort_run(small_cnn(), {"x": x})["y"]) > 0.99
 
 
-def test_depthwise_convs_keep_their_float_precision():
+def test_depthwise_convs_keep_their_float_precision(monkeypatch):
     """Implicit INT8 gives Q/DQ only to layers a quantized GEMM kernel runs: the depthwise conv would run the exact
     float32 fallback (slower than fp16, no more accurate), so it stays float, with the reason in the report; the
     engine still matches fp32 onnxruntime (cosine ≥ 0.99)."""
@@ -85,7 +88,12 @@ def test_depthwise_convs_keep_their_float_precision():
     assert report.layers == ["conv1", "pw", "fc"]
     assert "group=8" in report.skipped["dw"]
     calib = [{"x": x} for x in images(8, seed=3)]
+    log = io.StringIO()
+    monkeypatch.setattr(get_logger(), "stream", log)
+    monkeypatch.setattr(get_logger(), "min_severity", get_logger().INFO)
     engine = tfg.build(depthwise_cnn(), int8=True, calibration_data=calib, device="cpu")
+    assert ("Q/DQ inserted at 3 layer(s); 1 quantizable layer(s) stay float; 1 × no quantized GEMM kernel takes it "
+            "(grouped convolution (group=N) runs on the reference)") in log.getvalue(), log.getvalue()
     quantized = [la for la in engine.data.layers if la.op.startswith("Quantized")]
     assert len(quantized) == 3 and all(la.attrs.get("group", 1) == 1 for la in quantized)
     assert any(la.op in ("Conv", "FusedConv") and la.attrs.get("group") == 8 for la in engine.data.layers)

@@ -10,6 +10,8 @@ Before calibrating, constants are folded and BatchNorm is folded into convolutio
 per channel are the ones the engine computes with.
 """
 
+import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
@@ -106,8 +108,10 @@ def quantize_network(net: Network, config, device: torch.device, points: list[di
         raise BuildError("quantization found no tensor ranges", "check the calibration data and the network's inputs")
     report = insert_qdq(net, amax, kind, skip)
     net.implicit_quantization = kind      # the passes may quantize what TensorRT's implicit INT8 does (qdq_dual.py)
+    why = Counter(re.sub(r"\d+", "N", reason) for reason in report.skipped.values())
     log.info(f"{kind.upper()} ({origin} ranges): Q/DQ inserted at {len(report.layers)} layer(s); "
-             f"{len(report.skipped)} quantizable layer(s) stay float")
+             f"{len(report.skipped)} quantizable layer(s) stay float"
+             + "".join(f"; {n} × {reason}" for reason, n in why.most_common(3)))
     for name, why in report.skipped.items():
         log.verbose(f"  {name} stays float: {why}")
     return QuantizationResult(kind, origin, amax, report)
