@@ -60,7 +60,7 @@ def main() -> None:
         data, _ = zoo.export(name, zoo.make(name))
         xs = precision_case.test_inputs(name)[:args.tests]
         want = ort_reference(data, xs, 2)
-        ort = precision_case._ort_int8(name, data, xs, want, True, 2, lambda *_: None)
+        ort = precision_case.ort_int8_accuracy(name, data, xs, want, True, 2, lambda *_: None)
         print(f"{name} ({len(xs)} test inputs): onnxruntime INT8 {_score(ort)}", flush=True)
         print(f"  tensorforge --int8: {ours(data, name, xs, want, False)}", flush=True)
         if args.also_quantize_depthwise:

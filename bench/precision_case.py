@@ -135,8 +135,8 @@ def _error_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:240]}"
 
 
-def _ort_int8(name: str, onnx_bytes: bytes, xs: np.ndarray, want: np.ndarray, classifier: bool, threads: int,
-              log) -> dict:
+def ort_int8_accuracy(name: str, onnx_bytes: bytes, xs: np.ndarray, want: np.ndarray, classifier: bool,
+                      threads: int, log) -> dict:
     """onnxruntime's INT8 of the model (ort_int8.py) on the test inputs, calibrated on our calibration inputs,
     scored like our rows; {"note": why} when onnxruntime cannot quantize or run it."""
     from ort_int8 import ort_int8_outputs
@@ -159,7 +159,8 @@ def run_model(name: str, onnx_bytes: bytes, batches: list[int], precisions: list
     want = ort_reference(onnx_bytes, xs, ort_threads)
     log(f"{name}: onnxruntime fp32 on {len(xs)} test inputs in {time.perf_counter() - t0:.1f} s")
     time_fn = timer(device, iters, warmup)
-    ort_int8 = _ort_int8(name, onnx_bytes, xs, want, classifier, ort_threads, log) if "int8" in precisions else None
+    ort_int8 = (ort_int8_accuracy(name, onnx_bytes, xs, want, classifier, ort_threads, log) if "int8" in precisions
+                else None)
     rows = []
     for batch in batches:
         fp16_ms = None
