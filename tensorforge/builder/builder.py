@@ -196,7 +196,8 @@ def _build(network: Network, config: BuilderConfig, device, progress, programs: 
     guard = prec.best is not None and prec.best.fp16_program is not None     # --best vs its FP16 engine
     mine = [] if guard else programs
     tactic_report = choose_tactics(net, device, config, progress=progress, opt_point=opt_point,
-                                   opt_env=envs[points.index(opt_point)], after_choice=_after_choice(config, device, mine))
+                                   opt_env=envs[points.index(opt_point)],
+                                   after_choice=_after_choice(config, device, mine))
     phase("tactics")
     if guard:
         prec.best.verdict = compare_with_fp16(prec.best, mine[0] if mine else None, GraphPairTimer(device))
