@@ -95,6 +95,16 @@ def quantized(got: np.ndarray, want: np.ndarray, classifier: bool) -> dict:
     return out
 
 
+def brief(acc: dict | None) -> str:
+    """A quantized() result in a few words: "cos 0.9812, top-1 75.0%" ("n/a: why" for a note, "" for none)."""
+    if not acc:
+        return ""
+    if "note" in acc:
+        return f"n/a: {acc['note']}"
+    top1 = f", top-1 {100 * acc['top1_agreement']:.1f}%" if "top1_agreement" in acc else ""
+    return f"cos {acc['cosine']:.4f}{top1}"
+
+
 def summary(acc: dict | None) -> str:
     """One table cell: PASS/FAIL, the clause that passed, the numbers."""
     if not acc:

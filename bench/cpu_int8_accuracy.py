@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import precision_case  # noqa: E402
 import zoo  # noqa: E402
-from accuracy import quantized  # noqa: E402
+from accuracy import brief, quantized  # noqa: E402
 from zoo_case import ort_reference  # noqa: E402
 
 BATCH = 8
@@ -42,12 +42,7 @@ def ours(data: bytes, name: str, xs: np.ndarray, want: np.ndarray, depthwise: bo
     got = np.concatenate([np.asarray(engine.run({"input": xs[k:k + BATCH]})["output"])
                           for k in range(0, len(xs), BATCH)])
     n = sum(layer.op.startswith("Quantized") for layer in engine.data.layers)
-    return f"{n} quantized layers, {_score(quantized(got, want, True))} ({time.perf_counter() - t0:.0f} s)"
-
-
-def _score(acc: dict) -> str:
-    top1 = f", top-1 {100 * acc['top1_agreement']:.1f}%" if "top1_agreement" in acc else ""
-    return f"cos {acc['cosine']:.4f}{top1}" if "cosine" in acc else acc.get("note", "?")
+    return f"{n} quantized layers, {brief(quantized(got, want, True))} ({time.perf_counter() - t0:.0f} s)"
 
 
 def main() -> None:
@@ -61,7 +56,7 @@ def main() -> None:
         xs = precision_case.test_inputs(name)[:args.tests]
         want = ort_reference(data, xs, 2)
         ort = precision_case.ort_int8_accuracy(name, data, xs, want, True, 2, lambda *_: None)
-        print(f"{name} ({len(xs)} test inputs): onnxruntime INT8 {_score(ort)}", flush=True)
+        print(f"{name} ({len(xs)} test inputs): onnxruntime INT8 {brief(ort)}", flush=True)
         print(f"  tensorforge --int8: {ours(data, name, xs, want, False)}", flush=True)
         if args.also_quantize_depthwise:
             print(f"  tensorforge --int8, depthwise quantized too: {ours(data, name, xs, want, True)}", flush=True)

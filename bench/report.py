@@ -10,7 +10,7 @@ model, precision rows, dynamic-shape rows, "Not run".
 import json
 import os
 
-from accuracy import summary
+from accuracy import brief, summary
 from peers import BACKEND, PEERS, ratios
 
 RUNNERS = ["tensorforge", BACKEND] + PEERS
@@ -163,16 +163,6 @@ def _best_note(best: dict | None) -> str:
     return f" ({'INT8/FP16 mixed' if best['kept'] == 'mixed' else 'FP16'} engine kept{times})"
 
 
-def _ort_int8_cell(acc: dict | None) -> str:
-    """onnxruntime's own INT8 of the model (INT8 rows only): its cosine to fp32, or why there is none."""
-    if not acc:
-        return ""
-    if "note" in acc:
-        return f"n/a: {acc['note']}"
-    top1 = f", top-1 {100 * acc['top1_agreement']:.1f}%" if "top1_agreement" in acc else ""
-    return f"cos {acc['cosine']:.4f}{top1}"
-
-
 def _precision_table(rows: list[dict]) -> list[str]:
     lines = ["## Precision (tensorforge engines; INT8/FP8 rows also allow fp16; accuracy vs fp32 onnxruntime on the "
              "test set)", "",
@@ -190,7 +180,7 @@ def _precision_table(rows: list[dict]) -> list[str]:
                                   if kept else "") + _best_note(r.get("build", {}).get("best"))
         lines.append(f"| {r['model']} | {r['batch']} | {label} | {_ms(r.get('runner'))} | "
                      f"{r.get('throughput_per_s')} | {r.get('speedup_vs_fp16') or '—'} | "
-                     f"{summary(r.get('accuracy_vs_ort_fp32'))} | {_ort_int8_cell(r.get('ort_int8_accuracy'))} | "
+                     f"{summary(r.get('accuracy_vs_ort_fp32'))} | {brief(r.get('ort_int8_accuracy'))} | "
                      f"{_graph_cell(r)} | {trt} |")
     profiled = [r for r in rows if r.get("kernel_profile")]
     if profiled:

@@ -36,7 +36,13 @@ class BestChoice:
     verdict: dict = field(default_factory=dict)
 
 
+    def costs_ms(self) -> dict[str, dict[str, float]]:
+        """build_info's form of `costs`: node → {"int8": ms, "fp16": ms}."""
+        return {n: {"int8": round(q, 5), "fp16": round(f, 5)} for n, (q, f) in self.costs.items()}
+
+
 GAIN = 0.005        # the mixed engine is kept when its network is faster than the FP16 one's by more than 0.5 %
+QUANTIZED = ("int8", "fp8")
 
 
 class _RecordingCache(TimingCache):
@@ -79,7 +85,7 @@ def compares_networks(device: torch.device) -> bool:
 
 def _wants_quantized(config) -> bool:
     """Whether a --layerPrecisions entry ([(name or "*", precision)]) asks for INT8 or FP8."""
-    return any(p in ("int8", "fp8") for _, p in config.layer_precisions or [])
+    return any(p in QUANTIZED for _, p in config.layer_precisions or [])
 
 
 def compare_with_fp16(choice: BestChoice, program, timer) -> dict:
@@ -100,6 +106,15 @@ def compare_with_fp16(choice: BestChoice, program, timer) -> dict:
             "mixed_ms": round(mixed_ms, 5), "fp16_ms": round(fp16_ms, 5)}
 
 
+def verdict_line(verdict: dict) -> str:
+    """The build-log line for compare_with_fp16's verdict."""
+    kept = "the FP16 engine is kept" if verdict["kept"] == "fp16" else "the INT8/FP16 engine is kept"
+    if "mixed_ms" not in verdict:
+        return f"--best: {kept} ({verdict.get('why', '')})"
+    return (f"--best: the INT8/FP16 network runs {verdict['mixed_ms']:.4f} ms, the FP16 network "
+            f"{verdict['fp16_ms']:.4f} ms: {kept} (a mixed engine must be faster by more than {100 * GAIN:.1f} %)")
+
+
 def choose_precisions(net: Network, config, device: torch.device) -> BestChoice | None:
     log = get_logger()
     timed = config.optimization_level > 0 and (device.type == "cuda" or config.timing_cache is not None)
@@ -115,7 +130,7 @@ def choose_precisions(net: Network, config, device: torch.device) -> BestChoice 
     nodes = set(quant["layers"])
     amax = {n: s * 127.0 for n, s in quant["tensor_scales"].items()}
     programs = [] if compares_networks(device) and not _wants_quantized(config) else None
-    floats = [(n, p) for n, p in config.layer_precisions or [] if p not in ("int8", "fp8")]   # the FP16 trial
+    floats = [(n, p) for n, p in config.layer_precisions or [] if p not in QUANTIZED]        # the FP16 trial
     f_costs, f_engine = _node_costs(net.copy(), replace(base, int8=False, fp8=False, calibration=None,  # cannot meet
                                                         layer_precisions=floats), programs)          # int8 entries
     choice = BestChoice(amax=amax)

@@ -34,7 +34,7 @@ from .memory_plan import plan_network
 from .point_tactics import choose_point_tactics
 from .tactics import choose_tactics
 from .context_timing import GraphPairTimer, network_program, refine_in_context
-from .best import GAIN, compare_with_fp16
+from .best import compare_with_fp16, verdict_line
 
 
 def _infer(net: Network, points: list[dict], max_fold: int, keep: list | None = None) -> tuple[dict[str, TensorInfo], set[str]]:
@@ -130,14 +130,9 @@ def _fp16_instead(config: BuilderConfig, prec, net: Network, seconds: float) -> 
     saying so; the precision constraints are still checked (precision_step.finish)."""
     precision_step.finish(config, prec, net)
     choice = prec.best
-    v = choice.verdict
-    get_logger().info(f"--best: the INT8/FP16 network runs {v['mixed_ms']:.4f} ms, the FP16 network "
-                      f"{v['fp16_ms']:.4f} ms: the FP16 engine is kept (a mixed engine must be faster by more "
-                      f"than {100 * GAIN:.1f} %)")
     engine = choice.fp16_engine
     info = {**engine.build_info, "flags": config.flags(), "build_seconds": round(seconds, 3),
-            "best": {**v, "fp16_layers": "all", "costs_ms": {n: {"int8": round(q, 5), "fp16": round(f, 5)}
-                                                             for n, (q, f) in choice.costs.items()}}}
+            "best": {**choice.verdict, "fp16_layers": "all", "costs_ms": choice.costs_ms()}}
     return replace(engine, build_info=info)
 
 
@@ -201,12 +196,10 @@ def _build(network: Network, config: BuilderConfig, device, progress, programs: 
     phase("tactics")
     if guard:
         prec.best.verdict = compare_with_fp16(prec.best, mine[0] if mine else None, GraphPairTimer(device))
+        log.info(verdict_line(prec.best.verdict))
         if prec.best.verdict["kept"] == "fp16":
             return _fp16_instead(config, prec, net, time.perf_counter() - t0)
         prec.best.fp16_engine = None
-        v = prec.best.verdict
-        log.info("--best: the INT8/FP16 engine is kept: " + (f"its network runs {v['mixed_ms']:.4f} ms, the FP16 "
-                 f"network {v['fp16_ms']:.4f} ms" if "mixed_ms" in v else v.get("why", "")))
     tactic_report.per_point = choose_point_tactics(net, device, config, resolved, points, envs, choose_tactics,
                                                     timed=tactic_report.timed_layers + tactic_report.cache_hits > 0,
                                                     progress=progress)

@@ -172,8 +172,7 @@ def finish(config, state: PrecisionState, net: Network | None = None) -> dict:
                                 "layers": list(state.quant.report.layers),
                                 "tensor_scales": state.quant.scales()}
     if state.best is not None:
-        info["best"] = {**state.best.verdict, "fp16_layers": state.best.keep_fp16,
-                        "costs_ms": {n: {"int8": round(q, 5), "fp16": round(f, 5)} for n, (q, f) in state.best.costs.items()}}
+        info["best"] = {**state.best.verdict, "fp16_layers": state.best.keep_fp16, "costs_ms": state.best.costs_ms()}
     if state.sparsity is not None and state.sparsity.mode != "disable":
         used = [la.name for la in (net.layers if net is not None else []) if la.op == "SparseGemm"
                 and la.tactic and "semi_structured" in la.tactic]
