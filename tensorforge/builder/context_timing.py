@@ -52,7 +52,7 @@ KEEP_REL = 0.002           # a swap must save 0.2 % of the network's time …
 KEEP_ABS_MS = 0.0005       # … and at least 0.5 µs
 
 
-STRUCTURAL = ("layout", "TMA", "IMPLICIT")      # config keys that change what a kernel does, not its tile sizes
+STRUCTURAL = ("layout", "TMA", "IMPLICIT", "SPLIT")   # config keys that change what a kernel does, not its tiles
 
 
 def _config(tactic_id: str) -> dict[str, str]:
@@ -61,7 +61,7 @@ def _config(tactic_id: str) -> dict[str, str]:
 
 
 def family(tactic_id: str) -> str:
-    """The tactic with its structural config (memory layout, TMA or pointer loads, implicit GEMM), tile sizes
+    """The tactic with its structural config (memory layout, TMA or pointer loads, implicit GEMM, split-K), tiles
     dropped: 'fusedconv.cudnn_triton_epilogue[layout=nhwc]' stays itself, 'matmulepilogue.triton_gemm[BK=64,BM=128,
     …,TMA=1]' → 'matmulepilogue.triton_gemm[TMA=1]'."""
     cfg = _config(tactic_id)

@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from .quant_common import is_fp8
-from .quant_gemm import GEMM_OPS, gemm_layer_reason, make_gemm_kernel
+from .quant_gemm import GEMM_OPS, conv_geometry, gemm_layer_reason, make_gemm_kernel
 from .registry import tactic, triton_device_reason
 from .triton_gemm import apply_activation, grouped_tile
 
@@ -95,80 +95,15 @@ def _quantize_r(t, scale, rscale, zp, lo, hi, KIND: tl.constexpr):
 
 
 @triton.jit
-def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, Ktab, KT, M, N, K, s_am, s_ak, s_bn, s_bk, s_rm, s_rn, s_cm, s_cn,
-                  x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
-                  y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
-                  pad, H, W, CIN, OW, OHW, KW, sh, sw, ph, pw, dh, dw, sxn, sxh, sxw, sxc,
-                  CONV: tl.constexpr, TAP_ALIGNED: tl.constexpr, TMA: tl.constexpr, PAD_ZERO: tl.constexpr, SHIFT: tl.constexpr, FP8: tl.constexpr, HAS_ZP: tl.constexpr,
-                  PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr,
-                  HAS_POST: tl.constexpr, RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr,
-                  MID: tl.constexpr, OUT: tl.constexpr, OUT2: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                  BK: tl.constexpr,
-                  G: tl.constexpr):
-    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, G)
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    if CONV:     # implicit GEMM: row m = (image, oh, ow), column k = (r, s, c) of the NCHW-indexed input A
-        img = rm // OHW
-        oh = (rm % OHW) // OW
-        ow = (rm % OHW) % OW
-        base_h, base_w = oh * sh - ph, ow * sw - pw
-        x_row = A + img.to(tl.int64) * sxn
-        x_pix = (base_h * sxh + base_w * sxw)[:, None]
-    elif not TMA:
-        a_ptr = A + rm[:, None].to(tl.int64) * s_am + rk[None, :] * s_ak
-    if not TMA:
-        b_ptr = B + rn[None, :].to(tl.int64) * s_bn + rk[:, None] * s_bk
-    if FP8:
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-    else:
-        acc = tl.zeros((BM, BN), dtype=tl.int32)
-    for k in range(0, K, BK):
-        if not TMA:
-            b_mask = (rn[None, :] < N) & (rk[:, None] + k < K)
-        if CONV and TAP_ALIGNED:     # CIN % BK == 0: this K block is channels c0..c0+BK of one tap (r, s)
-            tap = k // CIN
-            ih = base_h + (tap // KW) * dh
-            iw = base_w + (tap % KW) * dw
-            inside = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm < M)
-            a_mask = tl.broadcast_to(inside[:, None], (BM, BK))
-            a_at = (x_row + ih * sxh + iw * sxw)[:, None] + ((k - tap * CIN + rk) * sxc)[None, :]
-        elif CONV:   # any C: column k's offset and tap displacement from the tap table (no division per element)
-            kk = k + rk
-            ih = base_h[:, None] + tl.load(Ktab + KT + kk)[None, :]
-            iw = base_w[:, None] + tl.load(Ktab + 2 * KT + kk)[None, :]
-            a_mask = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm[:, None] < M)
-            a_at = x_row[:, None] + x_pix + tl.load(Ktab + kk)[None, :]
-        elif TMA:
-            pass         # A and B are tensor descriptors, loaded below
-        else:
-            a_mask = (rm[:, None] < M) & (rk[None, :] + k < K)
-            a_at = a_ptr
-        if TMA:      # bulk tensor copies (out-of-bounds rows and columns read as 0)
-            a = A.load([pid_m * BM, k])
-            b = B.load([pid_n * BN, k]).T
-            if FP8:
-                acc = tl.dot(a, b, acc)
-            else:
-                acc = tl.dot(a, b, acc, out_dtype=tl.int32)
-        elif FP8:
-            a = tl.load(a_at, mask=a_mask, other=0.0)
-            b = tl.load(b_ptr, mask=b_mask, other=0.0)
-            acc = tl.dot(a, b, acc)
-        else:
-            if PAD_ZERO:     # zero-filled asynchronous copies: the main loop stays pipelined
-                a = tl.load(a_at, mask=a_mask, other=0)
-            else:            # outside the image: the zero point (a real 0); a select in registers, not pipelined
-                a = tl.load(a_at, mask=a_mask, other=pad)
-            if SHIFT:
-                a = (a.to(tl.int32) - 128).to(tl.int8)
-            b = tl.load(b_ptr, mask=b_mask, other=0)
-            acc = tl.dot(a, b, acc, out_dtype=tl.int32)
-        if not CONV and not TMA:
-            a_ptr += BK * s_ak
-        if not TMA:
-            b_ptr += BK * s_bk
+def _epilogue(acc, rm, rn, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
+              x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
+              y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
+              HAS_ZP: tl.constexpr, PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_POST: tl.constexpr,
+              RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr, MID: tl.constexpr, OUT: tl.constexpr,
+              OUT2: tl.constexpr):
+    """The (BM, BN) accumulator tile of rows rm, columns rn → the layer's outputs, in registers: zero-point
+    correction, requantize scale, bias, activation, mid Q/DQ, post-Q bias, residual, then the stores (C, and C2 for
+    a second quantized output). Reads the per-channel vectors and the residual tile; writes 1–4 bytes per output."""
     nmask = rn < N
     if HAS_ZP:
         acc = acc - x_zp * tl.load(Wsum + rn, mask=nmask, other=0)[None, :]
@@ -207,6 +142,124 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, Ktab, KT, M, N, K, s_a
         tl.store(c2_ptr, _quantize_r(t, q2_scale, q2_r, q2_zp, q2_lo, q2_hi, 1).to(tl.int32).to(C2.dtype.element_ty), mask=mask)
     elif OUT2 == 2:
         tl.store(c2_ptr, _quantize_r(t, q2_scale, q2_r, 0.0, 0.0, 0.0, 2).to(C2.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, Ktab, KT, P, KSPLIT, M, N, K, s_am, s_ak, s_bn, s_bk, s_rm, s_rn, s_cm, s_cn,
+                  x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
+                  y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
+                  pad, H, W, CIN, OW, OHW, KW, sh, sw, ph, pw, dh, dw, sxn, sxh, sxw, sxc,
+                  CONV: tl.constexpr, TAP_ALIGNED: tl.constexpr, TMA: tl.constexpr, PAD_ZERO: tl.constexpr, SHIFT: tl.constexpr, FP8: tl.constexpr, HAS_ZP: tl.constexpr,
+                  PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr,
+                  HAS_POST: tl.constexpr, RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr,
+                  MID: tl.constexpr, OUT: tl.constexpr, OUT2: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                  BK: tl.constexpr,
+                  G: tl.constexpr, SPLIT: tl.constexpr):
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, G)
+    if SPLIT:    # split-K: program (tile, s) sums K columns [s·KSPLIT, (s+1)·KSPLIT) into partials P[s]
+        k_lo = tl.program_id(1) * KSPLIT
+        k_hi = tl.minimum(k_lo + KSPLIT, K)
+    else:
+        k_lo = 0
+        k_hi = K
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    if CONV:     # implicit GEMM: row m = (image, oh, ow), column k = (r, s, c) of the NCHW-indexed input A
+        img = rm // OHW
+        oh = (rm % OHW) // OW
+        ow = (rm % OHW) % OW
+        base_h, base_w = oh * sh - ph, ow * sw - pw
+        x_row = A + img.to(tl.int64) * sxn
+        x_pix = (base_h * sxh + base_w * sxw)[:, None]
+    elif not TMA:
+        a_ptr = A + rm[:, None].to(tl.int64) * s_am + (k_lo + rk)[None, :] * s_ak
+    if not TMA:
+        b_ptr = B + rn[None, :].to(tl.int64) * s_bn + (k_lo + rk)[:, None] * s_bk
+    if FP8:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.int32)
+    for k in range(k_lo, k_hi, BK):
+        if not TMA:
+            b_mask = (rn[None, :] < N) & (rk[:, None] + k < k_hi)
+        if CONV and TAP_ALIGNED:     # CIN % BK == 0: this K block is channels c0..c0+BK of one tap (r, s)
+            tap = k // CIN
+            ih = base_h + (tap // KW) * dh
+            iw = base_w + (tap % KW) * dw
+            inside = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm < M)
+            a_mask = tl.broadcast_to(inside[:, None], (BM, BK))
+            a_at = (x_row + ih * sxh + iw * sxw)[:, None] + ((k - tap * CIN + rk) * sxc)[None, :]
+        elif CONV:   # any C: column k's offset and tap displacement from the tap table (no division per element)
+            kk = k + rk
+            ih = base_h[:, None] + tl.load(Ktab + KT + kk)[None, :]
+            iw = base_w[:, None] + tl.load(Ktab + 2 * KT + kk)[None, :]
+            a_mask = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm[:, None] < M)
+            a_at = x_row[:, None] + x_pix + tl.load(Ktab + kk)[None, :]
+        elif TMA:
+            pass         # A and B are tensor descriptors, loaded below
+        else:
+            a_mask = (rm[:, None] < M) & (rk[None, :] + k < k_hi)
+            a_at = a_ptr
+        if TMA:      # bulk tensor copies (out-of-bounds rows and columns read as 0)
+            a = A.load([pid_m * BM, k])
+            b = B.load([pid_n * BN, k]).T
+            if FP8:
+                acc = tl.dot(a, b, acc)
+            else:
+                acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+        elif FP8:
+            a = tl.load(a_at, mask=a_mask, other=0.0)
+            b = tl.load(b_ptr, mask=b_mask, other=0.0)
+            acc = tl.dot(a, b, acc)
+        else:
+            if PAD_ZERO:     # zero-filled asynchronous copies: the main loop stays pipelined
+                a = tl.load(a_at, mask=a_mask, other=0)
+            else:            # outside the image: the zero point (a real 0); a select in registers, not pipelined
+                a = tl.load(a_at, mask=a_mask, other=pad)
+            if SHIFT:
+                a = (a.to(tl.int32) - 128).to(tl.int8)
+            b = tl.load(b_ptr, mask=b_mask, other=0)
+            acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+        if not CONV and not TMA:
+            a_ptr += BK * s_ak
+        if not TMA:
+            b_ptr += BK * s_bk
+    if SPLIT:
+        pmask = (rm[:, None] < M) & (rn[None, :] < N)
+        tl.store(P + (tl.program_id(1) * M + rm[:, None]).to(tl.int64) * N + rn[None, :], acc, mask=pmask)
+    else:
+        _epilogue(acc, rm, rn, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
+                  x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
+                  y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
+                  HAS_ZP, PER_CHANNEL, HAS_BIAS, HAS_POST, RES, RES_FIRST, ACT, MID, OUT, OUT2)
+
+
+@triton.jit
+def _splitk_reduce_kernel(P, S, MN, Wsum, Mult, Bias, Post, R, C, C2, M, N, s_rm, s_rn, s_cm, s_cn,
+                          x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
+                          y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
+                          FP8: tl.constexpr, HAS_ZP: tl.constexpr, PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr,
+                          HAS_POST: tl.constexpr, RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr,
+                          MID: tl.constexpr, OUT: tl.constexpr, OUT2: tl.constexpr, BM: tl.constexpr,
+                          BN: tl.constexpr):
+    """Split-K's second pass: acc = Σ_s P[s] over the S partial (M, N) accumulators (int32 sums are exact in any
+    order, so the result is bit for bit the unsplit kernel's; fp8's float32 partials differ by reassociation
+    only), then the same epilogue. Reads 4·S bytes per output element, writes the outputs."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    at = P + rm[:, None].to(tl.int64) * N + rn[None, :]
+    if FP8:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.int32)
+    for s in range(0, S):
+        acc += tl.load(at + s * MN, mask=mask, other=0)
+    _epilogue(acc, rm, rn, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
+              x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
+              y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
+              HAS_ZP, PER_CHANNEL, HAS_BIAS, HAS_POST, RES, RES_FIRST, ACT, MID, OUT, OUT2)
 
 
 def reciprocal_scale(scale) -> float:
@@ -263,6 +316,61 @@ def pad_rows16(b8: torch.Tensor) -> torch.Tensor:
     return out.view(b8.dtype)
 
 
+MAX_SPLITS = 16
+REDUCE_TILE = (16, 64)      # split-K's second pass: small tiles, so that a handful of output tiles still fill the GPU
+INTERPRETED_SMS = 8         # the "device" split_plan sizes for under TRITON_INTERPRET=1 (CPU tests)
+
+
+def sm_count(device) -> int:
+    """Streaming multiprocessors of a CUDA device (split_plan's target), INTERPRETED_SMS elsewhere."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return INTERPRETED_SMS
+
+
+def split_plan(m: int, n: int, k: int, cfg: dict, sms: int) -> tuple[int, int]:
+    """(S, KSPLIT) for split-K: an m×n×k problem whose ⌈m/BM⌉·⌈n/BN⌉ output tiles leave most of the `sms`
+    multiprocessors idle (batch-1 convolutions of 7×7 or 14×14 maps, BERT at one sequence) runs S programs per
+    tile, each summing KSPLIT columns (a multiple of BK) into an int32 (fp8: float32) partial; a second pass sums
+    the S partials and runs the epilogue. S = min(⌈sms / tiles⌉, K blocks, MAX_SPLITS), with every split
+    non-empty. Extra traffic: 8·S bytes per output element (partials written, then read). (1, k): no split."""
+    tiles = triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"])
+    kblocks = triton.cdiv(k, cfg["BK"])
+    want = min(kblocks, MAX_SPLITS, triton.cdiv(sms, max(tiles, 1)))
+    if want <= 1:
+        return 1, k
+    ksplit = triton.cdiv(kblocks, want) * cfg["BK"]
+    return triton.cdiv(k, ksplit), ksplit
+
+
+def gemm_dims(layer, inputs) -> tuple[int, int, int] | None:
+    """(M, N, K) of a QuantizedMatMul / QuantizedConv's GEMM at these inputs (x, w), None when not tensors."""
+    x, w = inputs[0], inputs[1]
+    if not isinstance(x, torch.Tensor) or not isinstance(w, torch.Tensor):
+        return None
+    if layer.op == "QuantizedConv":
+        m = conv_geometry(x, w.shape, layer.attrs, 0)["M"]
+        return m, w.shape[0], w[0].numel()
+    return x.numel() // max(x.shape[-1], 1), w.shape[0], w.shape[1]
+
+
+def split_fits(layer, cfg, inputs) -> str | None:
+    """Why a split-K config is not worth compiling at these shapes: its plan has one split (then it is its
+    unsplit twin, which is timed anyway)."""
+    if not cfg.get("SPLIT"):
+        return None
+    dims = gemm_dims(layer, inputs)
+    if dims is None:
+        return None
+    x = inputs[0]
+    splits, _ = split_plan(*dims, cfg, sm_count(x.device))
+    if splits <= 1:
+        m, n, _ = dims
+        return (f"split-K not needed: {triton.cdiv(m, cfg['BM']) * triton.cdiv(n, cfg['BN'])} output tiles for "
+                f"{sm_count(x.device)} multiprocessors")
+    return None
+
+
 def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=None, wsum=None, ktab=None,
            b_tma=None):
     """Run the fused kernel on A (M, K), B (N, K) — or, with `geom` (quant_gemm.conv_geometry), on the raw
@@ -311,23 +419,37 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
     out2_kind = _OUT_KIND[at["out2_dtype"]] if at.get("out2_scale") and not at["y_scale"] else 0
     out2 = torch.empty((m, n), dtype=dtype_from_name(at["out2_dtype"]), device=a8.device) if out2_kind else out
     qlo, qhi = _range(at.get("out2_dtype", ""))
-    grid = (triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"]),)
     opts = {} if interpret else {"num_warps": cfg["warps"], "num_stages": cfg["stages"], "enable_fp_fusion": False}
-    _qgemm_kernel[grid](
-        a_arg, b_arg, wsum, mult, bias if bias is not None else mult, post if post is not None else mult, r, out,
-        out2, ktab if ktab is not None else wsum, ktab.numel() // 3 if ktab is not None else 0, m, n, k, *sa, b8.stride(0), b8.stride(1), r.stride(0), r.stride(1),
-        out.stride(0), out.stride(1), int(z8), float(at["alpha"]), float(at["beta"]),
+    # the epilogue's operands, scalars and switches: the same for the one-pass kernel and split-K's second pass
+    epi_ptrs = (wsum, mult, bias if bias is not None else mult, post if post is not None else mult, r, out, out2)
+    epi_scalars = (
+        int(z8), float(at["alpha"]), float(at["beta"]),
         float(at["mid_scale"]), reciprocal_scale(at["mid_scale"]), float(at["mid_zero_point"]), mlo, mhi,
         float(at["residual_scale"]), float(at["residual_zero_point"]),
         float(at["y_scale"]), reciprocal_scale(at["y_scale"]), float(at["y_zero_point"]), ylo, yhi,
         float(at.get("out2_scale", 0.0)), reciprocal_scale(at.get("out2_scale", 0.0)),
-        float(at.get("out2_zero_point", 0)), qlo, qhi, *conv_args,
+        float(at.get("out2_zero_point", 0)), qlo, qhi)
+    epi_consts = dict(HAS_ZP=bool(z8) and not fp8, PER_CHANNEL=mult.numel() > 1, HAS_BIAS=bias is not None,
+                      HAS_POST=post is not None, RES=res_kind, RES_FIRST=bool(at["residual_first"]),
+                      ACT=at["activation"], MID=mid_kind, OUT=_OUT_KIND.get(at["y_dtype"], 0) if at["y_scale"] else 0,
+                      OUT2=out2_kind)
+    splits, ksplit = split_plan(m, n, k, cfg, sm_count(a8.device)) if cfg.get("SPLIT") else (1, k)
+    partial = (out.new_empty((splits, m, n), dtype=torch.float32 if fp8 else torch.int32) if splits > 1
+               else wsum)
+    grid = (triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"]), splits)
+    _qgemm_kernel[grid](
+        a_arg, b_arg, *epi_ptrs[:7], ktab if ktab is not None else wsum, ktab.numel() // 3 if ktab is not None else 0,
+        partial, ksplit, m, n, k, *sa, b8.stride(0), b8.stride(1), r.stride(0), r.stride(1),
+        out.stride(0), out.stride(1), *epi_scalars, *conv_args,
         CONV=geom is not None, TAP_ALIGNED=aligned, TMA=use_tma,
         PAD_ZERO=conv_args[0] == 0, SHIFT=geom is not None and a8.dtype == torch.uint8, FP8=fp8,
-        HAS_ZP=bool(z8) and not fp8, PER_CHANNEL=mult.numel() > 1, HAS_BIAS=bias is not None,
-        HAS_POST=post is not None, RES=res_kind, RES_FIRST=bool(at["residual_first"]), ACT=at["activation"],
-        MID=mid_kind, OUT=_OUT_KIND.get(at["y_dtype"], 0) if at["y_scale"] else 0, OUT2=out2_kind,
-        BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], **opts)
+        BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], SPLIT=splits > 1, **epi_consts, **opts)
+    if splits > 1:
+        rbm, rbn = REDUCE_TILE
+        _splitk_reduce_kernel[(triton.cdiv(m, rbm), triton.cdiv(n, rbn))](
+            partial, splits, m * n, *epi_ptrs, m, n, r.stride(0), r.stride(1), out.stride(0), out.stride(1),
+            *epi_scalars, FP8=fp8, BM=rbm, BN=rbn, **epi_consts,
+            **({} if interpret else {"num_warps": 4, "enable_fp_fusion": False}))
     return (out, out2) if out2_kind else out
 
 
@@ -386,6 +508,8 @@ def _make(kind: str):
         @staticmethod
         def build(layer, cfg, device):
             return build_kernel(layer, cfg, device)
+
+        fits = staticmethod(split_fits)
     return _Tactic
 
 
@@ -402,6 +526,12 @@ TMA_CONFIGS = [
 CONV_CONFIGS = ([{**c, "IMPLICIT": 1} for c in CONFIGS] + [{**CONFIGS[0], "IMPLICIT": 0}]
                 + [{**c, "IMPLICIT": 0} for c in TMA_CONFIGS]
                 + [{"BM": 128, "BN": 64, "BK": 32, "G": 8, "stages": 4, "warps": 4, "IMPLICIT": 0, "TMA": 1}])
-for _op, _cfgs in zip(GEMM_OPS, (CONFIGS + TMA_CONFIGS, CONV_CONFIGS)):
+# split-K (split_plan) for problems with fewer output tiles than multiprocessors — batch 1: resnet50's 14×14 and
+# 7×7 stages (8–32 tiles of 64×64), BERT-base at 128 tokens (24–72): small tiles, each with its K range divided.
+# Timed only where the plan splits (split_fits), so larger batches compile none of them.
+SPLIT_CONFIGS = [{"BM": 64, "BN": 64, "BK": 128, "G": 8, "stages": 4, "warps": 4, "SPLIT": 1},
+                 {"BM": 64, "BN": 128, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1, "SPLIT": 1}]
+CONV_SPLIT_CONFIGS = [{**SPLIT_CONFIGS[0], "IMPLICIT": 1}, {**SPLIT_CONFIGS[1], "IMPLICIT": 0}]
+for _op, _cfgs in zip(GEMM_OPS, (CONFIGS + TMA_CONFIGS + SPLIT_CONFIGS, CONV_CONFIGS + CONV_SPLIT_CONFIGS)):
     tactic(_op, name="triton_int8", configs=_cfgs, priority=20)(_make("int8"))
     tactic(_op, name="triton_fp8", configs=_cfgs, priority=20)(_make("fp8"))

@@ -28,7 +28,7 @@ floats = ("alpha beta mid_scale mid_r mid_zp mid_lo mid_hi res_scale res_zp y_sc
           "q2_scale q2_zp q2_lo q2_hi").split()
 conv_ints = "pad H W CIN OW OHW KW sh sw ph pw dh dw sxn sxh sxw sxc".split()
 types = {"A": "*i8", "B": "*i8", "Wsum": "*i32", "Mult": "*fp32", "Bias": "*fp32", "Post": "*fp32", "R": "*i8",
-         "C": "*i8", "C2": "*i8", "Ktab": "*i32", "KT": "i32", **{n: "i32" for n in ints + conv_ints},
+         "C": "*i8", "C2": "*i8", "Ktab": "*i32", "KT": "i32", "P": "*i32", "KSPLIT": "i32", **{n: "i32" for n in ints + conv_ints},
          **{n: "fp32" for n in floats}}
 gemm = dict(M=4096, N=768, K=768, s_am=768, s_ak=1, s_bn=768, s_bk=1, s_rm=768, s_rn=1, s_cm=768, s_cn=1, x_zp=0,
             **{n: 0 for n in conv_ints})
@@ -60,7 +60,7 @@ def compile_like_launch(values, consts, cfg, desc=None):
 
 report = {}
 cfg = T.CONFIGS[0]
-base = dict(TMA=False, SHIFT=False, FP8=False, HAS_ZP=False, RES=2, MID=0, OUT=1, OUT2=0, ACT="Relu", RES_FIRST=True,
+base = dict(TMA=False, SPLIT=False, SHIFT=False, FP8=False, HAS_ZP=False, RES=2, MID=0, OUT=1, OUT2=0, ACT="Relu", RES_FIRST=True,
             PER_CHANNEL=True, HAS_BIAS=True, HAS_POST=False, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"])
 report["gemm"] = compile_like_launch(gemm, {**base, "CONV": False, "TAP_ALIGNED": False, "PAD_ZERO": True}, cfg)
 for aligned in (False, True):
@@ -71,6 +71,10 @@ report["gemm_tma"] = compile_like_launch(
     gemm, {**base, "TMA": True, "CONV": False, "TAP_ALIGNED": False, "PAD_ZERO": True, "BM": tcfg["BM"],
            "BN": tcfg["BN"], "BK": tcfg["BK"]}, tcfg,
     desc={"A": f"tensordesc<i8[{tcfg['BM']}, {tcfg['BK']}]>", "B": f"tensordesc<i8[{tcfg['BN']}, {tcfg['BK']}]>"})
+scfg = T.SPLIT_CONFIGS[0]      # split-K: the K range starts at program_id(1)·KSPLIT, a runtime multiple of BK that
+report["gemm_split"] = compile_like_launch(     # the launcher marks divisible by 16 (without it: no async copies)
+    {**gemm, "M": 128, "KSPLIT": 256}, {**base, "SPLIT": True, "CONV": False, "TAP_ALIGNED": False, "PAD_ZERO": True,
+                         "BM": scfg["BM"], "BN": scfg["BN"], "BK": scfg["BK"]}, scfg)
 report["conv_zero_point_pad"] = compile_like_launch(
     {**conv, "pad": 3}, {**base, "CONV": True, "TAP_ALIGNED": True, "PAD_ZERO": False}, cfg)
 print("REPORT" + json.dumps(report))
@@ -83,7 +87,7 @@ def test_int8_gemm_main_loop_is_pipelined_on_sm90():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(proc.stdout.split("REPORT", 1)[1])
-    for case in ("gemm", "conv_symmetric_aligned0", "conv_symmetric_aligned1"):
+    for case in ("gemm", "conv_symmetric_aligned0", "conv_symmetric_aligned1", "gemm_split"):
         assert r[case]["wgmma"] >= 1, r
         assert r[case]["async_copies"] >= 2 and r[case]["local_loads"] == 0, (case, r[case])
     # TMA: both operands arrive by bulk tensor copies and feed the wgmma from shared memory

@@ -355,3 +355,89 @@ def test_a_wrong_tap_table_is_caught(monkeypatch):
     cfg = {"BM": 16, "BN": 16, "BK": 32, "G": 1, "stages": 1, "warps": 1, "IMPLICIT": 1}
     got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
     assert not torch.equal(got, want)
+
+
+SPLIT_FORMS = {   # split-K forms at the interpreter's tile sizes (INTERPRETED_SMS = 8 multiprocessors to fill)
+    "pointer": {"BM": 16, "BN": 16, "BK": 16, "G": 1, "stages": 1, "warps": 1, "SPLIT": 1},
+    "tma": {"BM": 16, "BN": 16, "BK": 16, "G": 1, "stages": 1, "warps": 1, "TMA": 1, "SPLIT": 1},
+}
+
+
+def _spy_splits(monkeypatch) -> list:
+    seen, real = [], triton_int8_gemm.split_plan
+
+    def spy(*a):
+        seen.append(real(*a)[0])
+        return real(*a)
+    monkeypatch.setattr(triton_int8_gemm, "split_plan", spy)
+    return seen
+
+
+@pytest.mark.parametrize("case,form", [(c, f) for c in CASES for f in ("pointer", "tma", "implicit")
+                                       if f != "implicit" or c[0] == "QuantizedConv"],
+                         ids=lambda v: v if isinstance(v, str) else f"{v[0]}-{v[1]}-{v[3]}-{v[4]}-{v[5]}")
+def test_split_k_is_bit_exact(case, form, monkeypatch):
+    """Split-K: the partial int32 sums of each K range, summed in the second pass, then the epilogue — bit for bit
+    the reference, for every epilogue of CASES; K = 48 (matmul) or 72 (3×3 conv of 8 channels) splits in two
+    uneven parts at these tiles, and the spy sees the split happen."""
+    layer = _case_layer(*case)
+    inputs = _inputs(case[0], case[1], case[5], case[3] == "float32")
+    if case[0] == "QuantizedMatMul":       # K = 48: 16-byte rows for the TMA form
+        inputs[0], inputs[1] = _q8((3, 7, 48), case[1]), _q8((24, 48))
+    elif form == "tma":
+        monkeypatch.setattr("tensorforge.kernels.quant_gemm.triton_im2col", lambda x: True)
+    want = get_spec(layer.op).reference(*inputs, **layer.attrs)
+    cfg = {**SPLIT_FORMS["pointer" if form == "implicit" else form], "IMPLICIT": int(form == "implicit")}
+    seen = _spy_splits(monkeypatch)
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
+    assert seen and seen[-1] > 1, seen
+    _compare(got, want)
+
+
+def test_split_k_fp8_within_rounding():
+    """fp8 split-K: float32 partials summed in another order than the one-pass kernel: outputs equal the reference
+    except where reassociation moved a value across an fp8 rounding boundary (at most one fp8 step)."""
+    w = (torch.randn(24, 64) * 2).to(torch.float8_e4m3fn)
+    x = (torch.randn(2, 5, 64) * 3).to(torch.float8_e4m3fn)
+    layer = _layer("QuantizedMatMul", x_dtype="float8_e4m3fn", x_scale=0.1, w_scale=[0.05], activation="Relu",
+                   y_scale=0.25, y_dtype="float8_e4m3fn")
+    want = get_spec("QuantizedMatMul").reference(x, w, **layer.attrs).float()
+    got = triton_int8_gemm.build_kernel(layer, SPLIT_FORMS["pointer"], torch.device("cpu"),
+                                        interpret=True)([x, w])[0].float()
+    step = 2.0 ** (torch.floor(torch.log2(want.abs().clamp_min(2.0 ** -6))) - 3)
+    assert ((got - want).abs() <= step).all() and (got == want).float().mean() > 0.95
+
+
+def test_split_k_that_skips_a_k_block_is_caught(monkeypatch):
+    """The check above can fail: splits one K block short of covering K change the integer outputs."""
+    layer = _case_layer(*CASES[1])
+    inputs = _inputs(CASES[1][0], CASES[1][1], CASES[1][5], False)
+    inputs[0], inputs[1] = _q8((3, 7, 48), CASES[1][1]), _q8((24, 48))
+    want = get_spec(layer.op).reference(*inputs, **layer.attrs)
+    real = triton_int8_gemm.split_plan
+    monkeypatch.setattr(triton_int8_gemm, "split_plan", lambda m, n, k, cfg, sms: (
+        real(m, n, k, cfg, sms)[0], real(m, n, k, cfg, sms)[1] - cfg["BK"]))
+    got = triton_int8_gemm.build_kernel(layer, SPLIT_FORMS["pointer"], torch.device("cpu"), interpret=True)(inputs)[0]
+    assert not torch.equal(got, want)
+
+
+def test_split_plan_closed_form():
+    cfg = {"BM": 64, "BN": 64, "BK": 128}
+    # resnet50 batch 1, layer4 3×3: 49×512 output (8 tiles), K = 4608 (36 blocks) on 132 SMs: ⌈132/8⌉ = 17 → capped
+    # at 16 splits → 3 blocks (384 columns) each → 12 non-empty splits
+    assert triton_int8_gemm.split_plan(49, 512, 4608, cfg, 132) == (12, 384)
+    # BERT-base at 128 tokens, attention output: 2·12 = 24 tiles, K = 768 (6 blocks): ⌈132/24⌉ = 6 → one block each
+    assert triton_int8_gemm.split_plan(128, 768, 768, cfg, 132) == (6, 128)
+    # batch 32: 100352 rows already fill the GPU; a K of one block cannot split
+    assert triton_int8_gemm.split_plan(100352, 256, 64, cfg, 132) == (1, 64)
+    assert triton_int8_gemm.split_plan(64, 64, 128, cfg, 132) == (1, 128)
+
+
+def test_split_configs_are_not_compiled_where_the_grid_is_full():
+    layer = _case_layer(*CASES[2])
+    cfg = {**SPLIT_FORMS["pointer"], "BM": 64, "BN": 64, "BK": 128}
+    small = [_q8((1, 16, 768)), _q8((128, 768))]       # 2 output tiles for the interpreter's 8 "multiprocessors"
+    large = [_q8((32, 16, 768)), _q8((128, 768))]      # 16 tiles
+    assert triton_int8_gemm.split_fits(layer, cfg, small) is None
+    assert "split-K not needed: 16 output tiles" in triton_int8_gemm.split_fits(layer, cfg, large)
+    assert triton_int8_gemm.split_fits(layer, {k: v for k, v in cfg.items() if k != "SPLIT"}, large) is None

@@ -35,15 +35,17 @@ cases = [  # name, A/B type, residual type, output type, constexprs
     ("int8_float", "*i8", "*fp16", "*fp16", dict(FP8=False, HAS_ZP=True, RES=0, MID=0, OUT=0, ACT="Gelu", RES_FIRST=False)),
     ("fp8_q", "*fp8e4nv", "*fp8e4nv", "*fp8e4nv", dict(FP8=True, HAS_ZP=False, RES=1, MID=2, OUT=2, ACT="Relu", RES_FIRST=True)),
     ("fp8_float", "*fp8e4nv", "*fp32", "*fp32", dict(FP8=True, HAS_ZP=False, RES=0, MID=0, OUT=0, ACT="none", RES_FIRST=True)),
+    ("int8_splitk", "*i8", "*i8", "*i8", dict(FP8=False, HAS_ZP=True, RES=2, MID=0, OUT=1, ACT="Relu", RES_FIRST=True,
+                                           SPLIT=True)),
 ]
 for i, (name, ab, rt, ct, consts) in enumerate(cases):
     cfg = T.CONFIGS[i % len(T.CONFIGS)]
     types = {"A": ab, "B": "*i8" if ab == "*u8" else ab, "Wsum": "*i32", "Mult": "*fp32", "Bias": "*fp32",
-             "Post": "*fp32", "R": rt, "C": ct, "C2": "*i8", "Ktab": "*i32", "KT": "i32", **{n: "i32" for n in ints},
+             "Post": "*fp32", "R": rt, "C": ct, "C2": "*i8", "Ktab": "*i32", "KT": "i32", "P": "*i32", "KSPLIT": "i32", **{n: "i32" for n in ints},
              **{n: "fp32" for n in floats}, **{n: "i32" for n in conv_ints}}
     consts.setdefault("OUT2", 1 if name == "int8_float" else 0)
     sig = {a: types.get(a, "constexpr") for a in T._qgemm_kernel.arg_names}
-    consts = {"CONV": False, "TMA": False, "SHIFT": False, "PAD_ZERO": name != "int8_conv", "TAP_ALIGNED": name == "fp8_conv",
+    consts = {"CONV": False, "TMA": False, "SHIFT": False, "SPLIT": False, "PAD_ZERO": name != "int8_conv", "TAP_ALIGNED": name == "fp8_conv",
               **consts, "PER_CHANNEL": True,
               "HAS_BIAS": True,
               "HAS_POST": name == "int8_q",
@@ -54,6 +56,16 @@ for i, (name, ab, rt, ct, consts) in enumerate(cases):
     ptx = k.asm["ptx"]
     report[name] = {"cubin": len(k.asm["cubin"]), "int_mma": ("s32.s8.s8" in ptx) or (".s8" in ptx and "wgmma" in ptx),
                     "fp8_mma": "e4m3" in ptx, "fma": ptx.count("fma.rn.f32")}
+# split-K's second pass: the partial sums and the whole epilogue (quantized residual and output)
+epi_types = {"P": "*i32", "S": "i32", "MN": "i32", "Wsum": "*i32", "Mult": "*fp32", "Bias": "*fp32", "Post": "*fp32",
+             "R": "*i8", "C": "*i8", "C2": "*i8", **{n: "i32" for n in "M N s_rm s_rn s_cm s_cn x_zp".split()},
+             **{n: "fp32" for n in floats}}
+red_consts = dict(FP8=False, HAS_ZP=True, PER_CHANNEL=True, HAS_BIAS=True, HAS_POST=False, RES=2, RES_FIRST=True,
+                  ACT="Relu", MID=1, OUT=1, OUT2=0, BM=T.REDUCE_TILE[0], BN=T.REDUCE_TILE[1])
+sig = {a: "constexpr" if a in red_consts else epi_types[a] for a in T._splitk_reduce_kernel.arg_names}
+k = triton.compile(ASTSource(fn=T._splitk_reduce_kernel, signature=sig, constexprs=red_consts), target=TARGET,
+                   options={"num_warps": 4, "enable_fp_fusion": False})
+report["splitk_reduce"] = {"cubin": len(k.asm["cubin"]), "fma": k.asm["ptx"].count("fma.rn.f32")}
 from tensorforge.kernels import quant_pointwise as P
 for name, xt, yt, quant, kind in (("q_u8", "*fp32", "*u8", True, 1), ("q_fp8", "*fp16", "*fp8e4nv", True, 2),
                                   ("dq_i8", "*i8", "*fp32", False, 1), ("dq_fp8", "*fp8e4nv", "*fp32", False, 2)):
@@ -84,11 +96,14 @@ def test_quantized_gemm_compiles_for_sm90():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
-    assert len(report) == 7 + 4 + 3 and all(r["cubin"] > 0 for r in report.values())
+    assert len(report) == 8 + 1 + 4 + 3 and all(r["cubin"] > 0 for r in report.values())
     assert report["int8_q"]["int_mma"] and report["uint8_out"]["int_mma"] and report["int8_conv"]["int_mma"]
+    assert report["int8_splitk"]["int_mma"]
     assert report["fp8_q"]["fp8_mma"] and report["fp8_float"]["fp8_mma"] and report["fp8_conv"]["fp8_mma"]
     # no contraction: the only FMAs are the two explicit ones of each quantize (mid Q/DQ and the output Q) per
     # element a thread holds — int8_q compiles CONFIGS[2]; any contracted multiply-add would add to the count
     cfg = T.CONFIGS[2]
     per_thread = cfg["BM"] * cfg["BN"] // (32 * cfg["warps"])
     assert report["int8_q"]["fma"] == 2 * 2 * per_thread
+    bm, bn = T.REDUCE_TILE        # split-K's second pass: mid Q/DQ and output Q, 4 warps
+    assert report["splitk_reduce"]["fma"] == 2 * 2 * bm * bn // (32 * 4)
