@@ -169,16 +169,22 @@ def make_plan(args) -> list[dict]:
         import precision_case
         missing = {p: precision_case.unsupported(p) for p in args.precision_list if p != "fp16"}
         nothing = all(missing.values())          # no precision beyond fp16 can be built: rows say so, cost ~0
+        spec_less: set[str] = set()
         for m in models:
             first = True                         # the model's first quantized build compiles its Triton variants
             for b in args.precision_batches_for(m):
                 for p in ["fp16"] + [x for x in args.precision_list if x != "fp16"]:
                     if p == "best" and b not in _ints(args.best_batches):
                         continue
+                    if p.endswith("-spec") and precision_case.recorded_spec(m, p) is None:
+                        spec_less.add(f"{m} {p}")      # nothing to build: no budget is set aside for it
+                        continue
                     est = 0.5 if nothing else plan.precision_s(m, b, p, "fp16" in args.parts and b in args.batches_list,
                                                                first_quantized=first and p != "fp16")
                     first = first and p == "fp16"
                     cases.append({"kind": "precision", "model": m, "batch": b, "precision": p, "est": est})
+        args.plan_notes = [f"precision {x}: no debug-precision spec recorded in bench/precision_specs.json (the "
+                           "plain row's accuracy needs none, or none was searched)" for x in sorted(spec_less)]
     if "fp32" in args.parts:
         for m in models:
             for b in args.batches_list:
@@ -234,6 +240,8 @@ def main(argv=None) -> int:
         return 2
     cases = make_plan(args)
     print_plan(cases, args.budget_s)
+    for note in getattr(args, "plan_notes", []):
+        print(f"not planned: {note}")
     if args.plan:
         return 0
     import torch
@@ -271,6 +279,7 @@ class Runner:
                     "precision": [], "dynamic": [], "skipped": []}
         self.res32 = {"environment": dict(env), "gelu": [], "zoo": [], "build_cost": None, "build_costs": [],
                       "precision": [], "dynamic": [], "skipped": []}
+        self.res["skipped"] += getattr(args, "plan_notes", [])
         # --append: read the earlier results now — the partial writes after each case replace those files
         self.previous = _load(os.path.join(args.out_dir, f"{self.stem}.json")) if args.append else None
         self.previous32 = _load(os.path.join(args.out_dir, f"{self.stem}-fp32.json")) if args.append else None

@@ -50,3 +50,15 @@ def test_spec_row_reports_spec_accuracy_and_speed_and_a_missing_spec_is_not_run(
     assert row["accuracy_vs_ort_fp32"]["cosine"] > 0.99 and row["median_ms"] > 0 and row["speedup_vs_fp16"] > 0
     assert by["fp8-spec"]["error"].startswith("not run: LookupError: no debug-precision spec recorded for tiny_cnn")
     assert "find_precision_spec.py" in by["fp8-spec"]["error"]
+
+
+def test_the_plan_sets_no_budget_aside_for_a_spec_row_with_no_spec(tiny, monkeypatch, capsys):
+    """bench/run.py's plan: a `-spec` row of a model with a recorded spec is a case (with its estimate); one with
+    none is not planned (it would only say 'no spec' yet took a build's estimate from the budget), and says so."""
+    run = pytest.importorskip("run")
+    assert run.main(["--part", "precision", "--models", "tiny_cnn", "--precisions", "int8-spec,fp8-spec",
+                     "--precision-batches", "2", "--device", "cpu", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "precision tiny_cnn b2 int8-spec" in out
+    assert "precision tiny_cnn b2 fp8-spec" not in out
+    assert "not planned: precision tiny_cnn fp8-spec: no debug-precision spec recorded" in out
