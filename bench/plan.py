@@ -62,6 +62,18 @@ def build_cost_s(model: str, warm: bool = False) -> float:
 QUANT_BUILD_S = {"resnet50": (95.0, 40.0), "bert_base_seq128": (24.0, 21.0)}   # (first of a run, later ones)
 
 
+# onnxruntime on the device's CPU, once per model in a run (precision_case._ort_scores): fp32 outputs on the 64 test
+# inputs, and its own INT8 engine (quantize_static + run) when INT8 rows run — H100 host, ZOO_PRECISION at a1ebd6d
+ORT_REF_S = {"resnet50": (1.2, 6.4), "mobilenet_v3_large": (0.3, 3.7), "efficientnet_b0": (0.4, 4.5),
+             "convnext_tiny": (2.1, 8.1), "vit_b_16": (6.3, 20.3), "bert_base_seq128": (4.9, 24.2),
+             "gpt2_seq128": (4.7, 25.0)}
+
+
+def ort_reference_s(model: str, with_int8: bool) -> float:
+    fp32, int8 = ORT_REF_S.get(model, (5.0, 25.0))
+    return fp32 + (int8 if with_int8 else 0.0)
+
+
 def precision_s(model: str, batch: int, precision: str, same_run_fp16: bool, first_quantized: bool = False) -> float:
     if precision == "fp16":
         return (0.05 if same_run_fp16 else 1.0) * build_s(model, batch) + 2.0

@@ -18,6 +18,7 @@ a model whose plain INT8/FP8 engine misses cosine 0.99 (bench/find_precision_spe
 and the cosine it was found at); a model with no recorded spec gets a "not run" row saying so.
 """
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -150,17 +151,33 @@ def ort_int8_accuracy(name: str, onnx_bytes: bytes, xs: np.ndarray, want: np.nda
     return acc
 
 
+_ORT_SCORES: dict = {}       # (model, ONNX digest, threads) → (fp32 outputs, onnxruntime INT8 score or None)
+
+
+def _ort_scores(name: str, onnx_bytes: bytes, xs: np.ndarray, classifier: bool, ort_threads: int, with_int8: bool,
+                log) -> tuple:
+    """onnxruntime's fp32 outputs on the test inputs and, when INT8 rows run, its own INT8 score — computed once per
+    model and ONNX file in a process (the test inputs do not depend on the batch; 5–45 s per model on the device's
+    CPU, which every batch's rows used to pay again)."""
+    key = (name, hashlib.sha256(onnx_bytes).hexdigest(), ort_threads)
+    want, score = _ORT_SCORES.get(key, (None, None))
+    if want is None:
+        t0 = time.perf_counter()
+        want = ort_reference(onnx_bytes, xs, ort_threads)
+        log(f"{name}: onnxruntime fp32 on {len(xs)} test inputs in {time.perf_counter() - t0:.1f} s")
+    if with_int8 and score is None:
+        score = ort_int8_accuracy(name, onnx_bytes, xs, want, classifier, ort_threads, log)
+    _ORT_SCORES[key] = (want, score)
+    return want, score if with_int8 else None
+
+
 def run_model(name: str, onnx_bytes: bytes, batches: list[int], precisions: list[str], iters: int, warmup: int,
               cache_path: str | None, log, device: str = "cuda", best_batches=(1,), ort_threads: int = 8,
               budget_left=lambda: True) -> list[dict]:
     classifier = zoo.ZOO[name].family == "vision" and zoo.ZOO[name].classifier
     xs = test_inputs(name)
-    t0 = time.perf_counter()
-    want = ort_reference(onnx_bytes, xs, ort_threads)
-    log(f"{name}: onnxruntime fp32 on {len(xs)} test inputs in {time.perf_counter() - t0:.1f} s")
+    want, ort_int8 = _ort_scores(name, onnx_bytes, xs, classifier, ort_threads, "int8" in precisions, log)
     time_fn = timer(device, iters, warmup)
-    ort_int8 = (ort_int8_accuracy(name, onnx_bytes, xs, want, classifier, ort_threads, log) if "int8" in precisions
-                else None)
     rows = []
     for batch in batches:
         fp16_ms = None

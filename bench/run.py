@@ -172,6 +172,7 @@ def make_plan(args) -> list[dict]:
         spec_less: set[str] = set()
         for m in models:
             first = True                         # the model's first quantized build compiles its Triton variants
+            ort = not nothing                    # the model's first case also runs the onnxruntime references
             for b in args.precision_batches_for(m):
                 for p in ["fp16"] + [x for x in args.precision_list if x != "fp16"]:
                     if p == "best" and b not in _ints(args.best_batches):
@@ -182,6 +183,9 @@ def make_plan(args) -> list[dict]:
                     est = 0.5 if nothing else plan.precision_s(m, b, p, "fp16" in args.parts and b in args.batches_list,
                                                                first_quantized=first and p != "fp16")
                     first = first and p == "fp16"
+                    if ort:
+                        est += plan.ort_reference_s(m, "int8" in args.precision_list)
+                        ort = False
                     cases.append({"kind": "precision", "model": m, "batch": b, "precision": p, "est": est})
         args.plan_notes = [f"precision {x}: no debug-precision spec recorded in bench/precision_specs.json (the "
                            "plain row's accuracy needs none, or none was searched)" for x in sorted(spec_less)]

@@ -62,3 +62,28 @@ def test_the_plan_sets_no_budget_aside_for_a_spec_row_with_no_spec(tiny, monkeyp
     assert "precision tiny_cnn b2 int8-spec" in out
     assert "precision tiny_cnn b2 fp8-spec" not in out
     assert "not planned: precision tiny_cnn fp8-spec: no debug-precision spec recorded" in out
+
+
+def test_onnxruntime_references_run_once_per_model(tiny, monkeypatch):
+    """Each batch's rows are scored against the same fp32 onnxruntime outputs (the test inputs do not depend on
+    the batch): computed once per model and file in a run, and a different file is computed again."""
+    monkeypatch.setattr(precision_case, "_ORT_SCORES", {})
+    calls = []
+    real = precision_case.ort_reference
+
+    def counted(data, xs, threads):
+        calls.append(len(data))
+        return real(data, xs, threads)
+    monkeypatch.setattr(precision_case, "ort_reference", counted)
+    kw = dict(iters=2, warmup=0, cache_path=None, log=lambda *_: None, device="cpu", ort_threads=1)
+    a = precision_case.run_model("tiny_cnn", tiny, [1], [], **kw)
+    b = precision_case.run_model("tiny_cnn", tiny, [2], [], **kw)
+    assert len(calls) == 1
+    assert a[0]["accuracy_vs_ort_fp32"]["cosine"] > 0.999 and b[0]["accuracy_vs_ort_fp32"]["cosine"] > 0.999
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load_from_string(tiny)               # the same model with other weights: its own reference
+    w = model.graph.initializer[0]
+    w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w) * 2, w.name))
+    precision_case.run_model("tiny_cnn", model.SerializeToString(), [1], [], **kw)
+    assert len(calls) == 2
