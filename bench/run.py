@@ -134,6 +134,12 @@ def check_args(args) -> str | None:
     return None
 
 
+def _kind(precision: str) -> str:
+    """The kernels a precision row compiles: int8 (int8, int8-spec, best), fp8 (fp8, fp8-spec), or fp16."""
+    base = precision.removesuffix("-spec")
+    return "int8" if base == "best" else base
+
+
 def make_plan(args) -> list[dict]:
     """Every case this run will attempt, in order, with its estimated seconds (plan.py)."""
     import plan
@@ -171,7 +177,7 @@ def make_plan(args) -> list[dict]:
         nothing = all(missing.values())          # no precision beyond fp16 can be built: rows say so, cost ~0
         spec_less: set[str] = set()
         for m in models:
-            first = True                         # the model's first quantized build compiles its Triton variants
+            first = {"int8", "fp8"}              # the model's first INT8 and first FP8 builds compile their variants
             ort = not nothing                    # the model's first case also runs the onnxruntime references
             for b in args.precision_batches_for(m):
                 for p in ["fp16"] + [x for x in args.precision_list if x != "fp16"]:
@@ -181,8 +187,8 @@ def make_plan(args) -> list[dict]:
                         spec_less.add(f"{m} {p}")      # nothing to build: no budget is set aside for it
                         continue
                     est = 0.5 if nothing else plan.precision_s(m, b, p, "fp16" in args.parts and b in args.batches_list,
-                                                               first_quantized=first and p != "fp16")
-                    first = first and p == "fp16"
+                                                               first_quantized=_kind(p) in first)
+                    first.discard(_kind(p))
                     if ort:
                         est += plan.ort_reference_s(m, "int8" in args.precision_list)
                         ort = False
