@@ -124,3 +124,28 @@ def test_an_int8_layer_constraint_turns_the_fp16_fallback_off(monkeypatch):
     engine = build_engine(parse_model(small_cnn()), cfg)
     assert "kept" not in engine.build_info["best"]
     assert any("fc" in la.origin and la.op.startswith("Quantized") for la in engine.layers)
+
+
+def test_the_trials_start_from_the_users_timing_cache_and_fill_it(tmp_path, monkeypatch):
+    """A second --best build with the cache the first one filled re-times nothing: its per-layer costs are the
+    first build's exactly (re-timed, CPU timings never repeat to the last bit), and its choices follow. With a
+    --timingCacheFile the trials' entries reach the file."""
+    tc = TimingCache()
+    data = [{"x": b} for b in images(4, seed=1)]
+    first = build_engine(parse_model(small_cnn()), configure(BuilderConfig(device="cpu", timing_cache=tc), best=True,
+                                                              data=data))
+    assert len(tc) > 0
+    second = build_engine(parse_model(small_cnn()), configure(BuilderConfig(device="cpu", timing_cache=tc),
+                                                               best=True, data=data))
+    a, b = first.build_info["best"], second.build_info["best"]
+    assert a["costs_ms"] and a["costs_ms"] == b["costs_ms"] and a["fp16_layers"] == b["fp16_layers"]
+    assert [la.tactic for la in first.layers] == [la.tactic for la in second.layers]
+    from tensorforge.builder import best
+    trials, real = [], best._keep_trial_timings
+    monkeypatch.setattr(best, "_keep_trial_timings", lambda config, caches: (trials.extend(caches),
+                                                                            real(config, caches)))
+    path = tmp_path / "cache.json"
+    build_engine(parse_model(small_cnn()), configure(BuilderConfig(device="cpu", timing_cache_path=str(path)),
+                                                     best=True, data=data))
+    keys = lambda c: {(d, k) for d, entries in c.devices.items() for k in entries}      # noqa: E731
+    assert len(trials) == 2 and keys(trials[0]) | keys(trials[1]) <= keys(TimingCache.load(path))
