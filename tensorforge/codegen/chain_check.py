@@ -64,8 +64,24 @@ def _step_problem(step, k: int, n_inputs: int, n_consts: int) -> str | None:
         elif isinstance(value, str):
             if not _WORD.match(value):
                 return f"attribute {op}.{name} = {value[:40]!r} is not a short word"
-        elif not _scalar(value) or (isinstance(value, float) and not math.isfinite(value)):
-            return f"attribute {op}.{name} is not a finite number or a word"
+        elif value is not None and (not _scalar(value) or (isinstance(value, float) and not math.isfinite(value))):
+            return f"attribute {op}.{name} is not a finite number, a word or null"
+    return None
+
+
+def _quantize_problem(step, consts) -> str | None:
+    """The one QuantizeLinear form the generator writes: per tensor, a literal float32 scale and a literal int8/uint8
+    zero point (or none), float32 arithmetic, no blocks."""
+    args, attrs = step["args"], step["attrs"]
+    if len(args) < 2 or not args[1].startswith("c") or consts[int(args[1][1:])]["dtype"] != "float32":
+        return "QuantizeLinear needs a literal float32 scale"
+    if len(args) > 2 and args[2] and (not args[2].startswith("c") or
+                                      consts[int(args[2][1:])]["dtype"] not in ("int8", "uint8")):
+        return "QuantizeLinear needs a literal int8/uint8 zero point"
+    if len(args) > 3 or attrs.get("block_size") or attrs.get("precision") not in (None, "float32"):
+        return "QuantizeLinear is generated per tensor in float32 only"
+    if (len(args) < 3 or not args[2]) and attrs.get("output_dtype") not in (None, "int8", "uint8"):
+        return "QuantizeLinear is generated to int8/uint8 only"
     return None
 
 
@@ -101,6 +117,10 @@ def chain_problem(attrs, n_inputs: int) -> str | None:
         why = _step_problem(step, k, n_inputs, len(consts))
         if why:
             return f"steps[{k}] {why}"
+        if step["op"] == "QuantizeLinear":
+            why = _quantize_problem(step, consts)
+            if why:
+                return f"steps[{k}] {why}"
         if step["op"] == "Pow":
             e = step["args"][1] if len(step["args"]) > 1 else ""
             if not e.startswith("c") or float(consts[int(e[1:])]["value"]) not in POW_EXPONENTS:

@@ -142,10 +142,23 @@ def gelu_tanh(x):
 '''
 
 
+_QUANTIZE_INT = '''
+@triton.jit
+def quantize_int(x, s, z, lo, hi):
+    """ONNX QuantizeLinear onto an integer grid, as float values: RN(x / s) (the IEEE quotient, div_rn), + z,
+    saturated to [lo, hi]. Clamping the quotient to [lo − z, hi − z] first equals clamping after (integer bounds,
+    monotone rounding) and keeps |v| < 2²², where (v + 1.5·2²³) − 1.5·2²³ rounds half to even (adds only: nothing
+    for FMA contraction to change)."""
+    v = tl.minimum(tl.maximum(tl.math.div_rn(x, s), lo - z), hi - z)
+    return ((v + 12582912.0) - 12582912.0) + z
+'''
+
+
 # name → (source, helpers it calls)
 HELPERS: dict[str, tuple[str, list[str]]] = {
     "tanh_f32": (_TANH, []), "gelu_tanh": (_GELU_TANH, []),
     "normal_tail_ref": (_normal_tail("ref"), []), "erf_f32": (_erf("ref"), ["normal_tail_ref"]),
+    "quantize_int": (_QUANTIZE_INT, []),
 }
 HELPERS["normal_tail_f32"] = (_normal_tail("f32"), [])
 HELPERS["gelu_erf_f32"] = (_gelu_erf("f32"), ["normal_tail_f32"])

@@ -138,6 +138,8 @@ def expression(op: str, args: list[str], attrs: dict, dts: list, need: set, grad
         return _pow(a, b, attrs, dts, need)
     if op == "Gelu":
         return _gelu(a, attrs, dts, need, grade)
+    if op == "QuantizeLinear":
+        return _quantize(args, attrs, dts, need)
     if op in ("Tanh", "Mish"):
         tanh = "tanh_f32" if d != torch.float64 else None
         if tanh is None:
@@ -149,6 +151,28 @@ def expression(op: str, args: list[str], attrs: dict, dts: list, need: set, grad
             t = f"{tanh}({inner})"
         return t if op == "Tanh" else f"({a} * {t})"
     raise KeyError(f"generated kernels do not implement {op}")
+
+
+QUANTIZE_OUT = {torch.int8: (-128, 127), torch.uint8: (0, 255)}
+
+
+def quantize_out_dtype(attrs: dict, zp_dtype) -> torch.dtype:
+    """QuantizeLinear's output type: its zero point's, else output_dtype, else uint8 (the ONNX default)."""
+    if zp_dtype is not None:
+        return zp_dtype
+    return dtype_from_name(attrs["output_dtype"]) if attrs.get("output_dtype") else torch.uint8
+
+
+def _quantize(args, attrs, dts, need) -> str:
+    """Per-tensor QuantizeLinear (literal scale and zero point, chain_check) to int8/uint8: quantize_int on the
+    float32 value, then the integer type (the value is an integer in range, so the conversion is exact)."""
+    x, s = args[0], args[1]
+    z = args[2] if len(args) > 2 and args[2] else "0"
+    out = quantize_out_dtype(attrs, dts[2] if len(dts) > 2 else None)
+    lo, hi = QUANTIZE_OUT[out]
+    need.add("quantize_int")
+    return (f"quantize_int(({x}).to(tl.float32), {s}, {z} * 1.0, {float(lo)!r}, {float(hi)!r})"
+            f".to(tl.int32).to({TL[out]})")
 
 
 def _clip(a, lo, hi, dtype):
@@ -164,4 +188,4 @@ SUPPORTED = {"Add", "Sub", "Mul", "Div", "Neg", "Abs", "Identity", "Max", "Min",
              "Where", "Cast", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor",
              "Not", "Clip", "Sqrt", "Exp", "Log", "Erf", "Reciprocal", "Floor", "Ceil", "Sin", "Cos", "Sigmoid",
              "LeakyRelu", "Elu", "Celu", "Selu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Softplus",
-             "Softsign", "PRelu", "IsNaN", "IsInf", "Pow", "Gelu", "Tanh", "Mish"}
+             "Softsign", "PRelu", "IsNaN", "IsInf", "Pow", "Gelu", "Tanh", "Mish", "QuantizeLinear"}

@@ -102,6 +102,19 @@ for dt, tdt in (("float32", torch.float32), ("float16", torch.float16)):
         f.write(k.asm["cubin"])
     sass = subprocess.run([nvdisasm, "-c", f.name], capture_output=True, text=True).stdout
     report[f"gelu2_{dt}"]["mufu"] = sass.count("MUFU.")
+# squeeze-excite's gate and the next layer's Q in one chain (int8 codes out): the quotient is div.rn, exact
+steps = [{"op": "Mul", "args": ["in0", "in1"], "attrs": {}},
+         {"op": "QuantizeLinear", "args": ["s0", "c0", "c1"],
+          "attrs": {"axis": 1, "block_size": 0, "saturate": 1, "output_dtype": None, "precision": None}}]
+layer = Layer("chain", "PointwiseChain", ["x", "g"], ["y"],
+              {"steps": steps, "outputs": ["s1"], "out_dtypes": ["int8"],
+               "consts": [{"value": 0.031, "dtype": "float32", "shape": []}, {"value": -2, "dtype": "int8", "shape": []}]})
+fn = load_module(register_source(generate_pointwise(layer, [torch.float16, torch.float16], 2)))["pointwise_kernel"]
+sig = {"in0": "*fp16", "in1": "*fp16", "out0": "*i8", "n": "i32", "sz1": "i32",
+       **{f"st{i}_{d}": "i32" for i in range(2) for d in range(2)}}
+k = compile_("gate_q_int8", fn, sig, {"FULL0": True, "FULL1": False, "NDIM": 2, "INT64": False, "BLOCK": 1024})
+report["gate_q_int8"]["div_rn"] = k.asm["ptx"].count("div.rn.f32")
+report["gate_q_int8"]["div_full"] = k.asm["ptx"].count("div.full")
 print("REPORT" + json.dumps(report))
 '''
 
@@ -114,7 +127,8 @@ def test_every_triton_kernel_compiles_for_sm90():
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
     # … + 2: the add-layernorm kernel without its sum store, per dtype
-    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 and all(r["cubin"] > 0 for r in report.values())
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 and all(r["cubin"] > 0 for r in report.values())
+    assert report["gate_q_int8"]["div_rn"] >= 1 and report["gate_q_int8"]["div_full"] == 0
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]
         assert gelu["vector_loads"] >= 1 and gelu["div_full"] == 0

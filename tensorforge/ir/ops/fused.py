@@ -28,7 +28,7 @@ POINTWISE_OPS: dict[str, str] = {
     **{n: "float" for n in ("Div", "Pow", "Mean", "Sqrt", "Exp", "Log", "Erf", "Reciprocal", "Floor", "Ceil",
                             "Sin", "Cos", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Celu", "Selu", "ThresholdedRelu",
                             "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Mish", "PRelu", "Gelu",
-                            "IsNaN", "IsInf")},
+                            "IsNaN", "IsInf", "QuantizeLinear")},      # Q: per-tensor literals, int8/uint8 out
 }
 CHAIN_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int8, torch.int16,
                 torch.int32, torch.int64, torch.uint8, torch.bool)

@@ -11,9 +11,14 @@ in the program. Two groups merge only if no path leaves the merged group and com
 chain must run as one step). A member read outside the group is an extra chain output. Each chain of ≥ 2
 layers saves one write and one read of every intermediate: 2·bytes(t) per fused edge. A lone layer that
 broadcasts a computed tensor (x · s[n, c]) is a chain too: the generated kernel is vectorised where torch's
-broadcast kernel is not.
+broadcast kernel is not. A per-tensor QuantizeLinear (constant scale and zero point, int8/uint8 out) joins the
+chain that computes its input, so an implicit-INT8 network's float producer writes int8 codes (1 byte per element)
+instead of a float tensor that a standalone Q kernel reads back (squeeze-excite's gate · x → Q: 3 bytes per element
+saved in float16, plus a launch).
 Cost: union–find over the layers plus a bounded search per merge.
 """
+
+import torch
 
 from ...ir import Layer, Network, dtype_name, get_spec
 from ...ir.ops.fused import CHAIN_DTYPES, POINTWISE_OPS, pointwise_reason
@@ -45,6 +50,24 @@ def _candidate(g: Graph, layer: Layer) -> str | None:
         return "it is shape arithmetic on known values (runs on the host)"
     if vals[0].dtype not in CHAIN_DTYPES:
         return f"output dtype {vals[0].dtype} is not supported in generated kernels"
+    if layer.op == "QuantizeLinear":
+        return _quantize_reason(g, layer, vals[0].dtype)
+    return None
+
+
+def _quantize_reason(g: Graph, layer: Layer, out_dtype) -> str | None:
+    """A QuantizeLinear joins a chain (the producer's last step: the chain writes int8 codes instead of a float
+    tensor that a standalone Q reads back) only in the form codegen writes: per tensor, float32 scale and
+    int8/uint8 zero point as constants, int8/uint8 out."""
+    a = layer.attrs
+    scale = g.constant(layer.inputs[1]) if len(layer.inputs) > 1 and layer.inputs[1] else None
+    zp = g.constant(layer.inputs[2]) if len(layer.inputs) > 2 and layer.inputs[2] else None
+    if scale is None or scale.numel() != 1 or scale.dtype != torch.float32:
+        return "QuantizeLinear with a per-axis, computed or non-float32 scale (a chain takes one float32 constant)"
+    if len(layer.inputs) > 2 and layer.inputs[2] and (zp is None or zp.numel() != 1):
+        return "QuantizeLinear with a per-axis or computed zero point"
+    if out_dtype not in (torch.int8, torch.uint8) or a.get("block_size") or a.get("precision") not in (None, "float32"):
+        return f"QuantizeLinear to {out_dtype} (blocked or in another precision): chains generate int8/uint8 only"
     return None
 
 
