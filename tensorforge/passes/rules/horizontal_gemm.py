@@ -15,6 +15,7 @@ from ..dead_code import remove_dead_layers
 from ..pattern import Graph
 from .base import Rule, record_rejection
 from .epilogue import per_channel_reason
+from .horizontal_qgemm import RULE as QUANTIZED
 
 CORES = ("MatMulEpilogue", "MatMul", "Gemm")
 
@@ -38,6 +39,7 @@ class HorizontalGemm(Rule):
     """
 
     name = "A·[B₁|B₂|…] + [b₁|b₂|…] ⇒ Split(MatMulEpilogue)"
+    cores = CORES
 
     # ---- one member ------------------------------------------------------------------------------------
     @staticmethod
@@ -128,13 +130,18 @@ def _report(rule: Rule, layer: Layer, reason: str, rejections: list | None) -> N
 
 def fuse_horizontal_gemms(net: Network, shape_points: list[dict] | None = None, rejections: list | None = None,
                           max_fold_elements: int = 1 << 24, **_) -> int:
-    """Group the MatMulEpilogue/MatMul/Gemm layers by their input A; fuse each compatible group of ≥ 2 into
-    one product + Split placed at the first member's position (every input of the group — A and constants —
-    is available there). Returns the number of groups fused."""
-    rule, g = RULE, Graph(net, shape_points, max_fold_elements)
+    """Group the MatMulEpilogue/MatMul/Gemm layers by their input A, and the QuantizedMatMul layers by their
+    quantized input (horizontal_qgemm.py); fuse each compatible group of ≥ 2 into one product + Split placed at
+    the first member's position (every input of the group — A and constants — is available there). Returns the
+    number of groups fused."""
+    return sum(_fuse_groups(net, rule, shape_points, rejections, max_fold_elements) for rule in (RULE, QUANTIZED))
+
+
+def _fuse_groups(net: Network, rule, shape_points, rejections, max_fold_elements) -> int:
+    g = Graph(net, shape_points or [], max_fold_elements)
     groups: dict[str, list[Layer]] = {}
     for layer in net.layers:
-        if layer.op in CORES and layer.inputs and layer.inputs[0] and len(layer.outputs) == 1:
+        if layer.op in rule.cores and layer.inputs and layer.inputs[0] and len(layer.outputs) == 1:
             groups.setdefault(layer.inputs[0], []).append(layer)
     replace: dict[int, list[Layer]] = {}
     consumed: set[int] = set()
