@@ -19,7 +19,10 @@ shared memory (out-of-bounds rows and columns read as 0) — no per-element addr
 With a zero fill (symmetric activations) masked loads stay asynchronous copies, so the main loop is pipelined;
 a non-zero fill (an asymmetric zero point padding a convolution) needs a select in registers after each load.
 Traffic: A once per column of tiles, B once per row of tiles (grouped GROUP_M tiles share it in L2), the
-residual and the 1-byte output once; the (M, N) int32 accumulator never reaches memory.
+residual and the 1-byte output once; the (M, N) int32 accumulator never reaches memory — except with SPLIT=1
+(split-K, for problems with fewer output tiles than multiprocessors: split_plan): S programs per tile each sum a
+K range into an int32 partial (M, N) and `_splitk_reduce_kernel` adds the S partials and runs the same `_epilogue`,
+8·S extra bytes per output element, bit for bit the one-pass result.
 """
 
 import numpy as np
@@ -375,7 +378,8 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
            b_tma=None):
     """Run the fused kernel on A (M, K), B (N, K) — or, with `geom` (quant_gemm.conv_geometry), on the raw
     convolution input as an implicit GEMM (`ktab`: its tap_table when C % BK ≠ 0); with cfg TMA=1, A and B
-    (`b_tma`, B with 16-byte rows) go in as tensor descriptors. Returns the (M, N) output in the layer's y_dtype."""
+    (`b_tma`, B with 16-byte rows) go in as tensor descriptors; with cfg SPLIT=1 and a plan of S > 1 splits, two
+    launches (partial sums, then the reduction and epilogue). Returns the (M, N) output in the layer's y_dtype."""
     from ..ir import dtype_from_name
     at = p.attrs
     n = b8.shape[0]
