@@ -12,6 +12,11 @@
 #        1) for every zoo model at batch 1 and 32, resnet50 also
 #        at 256, with kernel profiles; resumable like RECORD (--append --resume: repeat with SEED_DIR=<the previous
 #        command's json> until "Not run" is empty; about 4 commands). MODELS=, PRECISIONS= and BATCHES= narrow it.
+#   bash bench/h200_session.sh VERIFY "<label>"
+#        the GPU checks of a session's kernel and fusion changes in one command: the CUDA tests (pytest -k cuda,
+#        hopper, sm90), the quantized-kernel smoke (every INT8/FP8 tactic bit-exact on GPU shapes; batch-1 split-K
+#        beside one-pass, CUDA-graph timed), then INT8 and best rows at batch 1 for bert-base, resnet50 and
+#        mobilenet_v3_large beside their fp16 engines (MODELS= narrows it).
 #   bash bench/h200_session.sh PRECISION "<label>" [S]
 #        precision rows (BERT INT8 b32; resnet50 INT8 and the INT8 spec b32), the dynamic-shape rows, and the GPU
 #        smokes (control flow, trees, INT8 layers, build time, contrib ops) into one file, within S seconds.
@@ -49,6 +54,15 @@ case "$1" in
     bench --part precision --models "$MODELS" --precisions "${PRECISIONS:-int8,int8-spec,fp8,fp8-spec,best}" \
           --precision-batches "${BATCHES:-1,32}" --precision-extra "resnet50:256" --kernel-profiles --resume
     ;;
+  VERIFY)
+    : > "$OUT/smokes.txt"
+    echo "=== pytest -k 'cuda or hopper or sm90'" >> "$OUT/smokes.txt"
+    timeout 150 python3 -m pytest -q -p no:cacheprovider tests -k "cuda or hopper or sm90" >> "$OUT/smokes.txt" 2>&1
+    echo "pytest rc=$?" | tee -a "$OUT/smokes.txt"
+    smoke quant_kernels 120
+    bench --part precision --models "${MODELS:-bert_base_seq128,resnet50,mobilenet_v3_large}" --precisions int8,best \
+          --precision-batches 1 --precision-extra "" --kernel-profiles
+    ;;
   PRECISION)
     LIMIT=${3:-570}
     : > "$OUT/smokes.txt"
@@ -62,6 +76,6 @@ case "$1" in
     smoke transformer_build 90
     smoke contrib_ops 40
     ;;
-  *) echo "usage: bash bench/h200_session.sh RECORD|ZOO_PRECISION|PRECISION LABEL [fp16[,fp32] | seconds]" >&2; exit 2 ;;
+  *) echo "usage: bash bench/h200_session.sh RECORD|ZOO_PRECISION|VERIFY|PRECISION LABEL [fp16[,fp32] | seconds]" >&2; exit 2 ;;
 esac
 echo "command $1 done in ${SECONDS} s"
