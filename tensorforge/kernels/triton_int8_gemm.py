@@ -31,7 +31,8 @@ import triton
 import triton.language as tl
 
 from .quant_common import is_fp8
-from .quant_gemm import GEMM_OPS, conv_geometry, gemm_layer_reason, make_gemm_kernel
+from .quant_gemm import GEMM_OPS, gemm_layer_reason, make_gemm_kernel
+from .quant_split import sm_count, split_fits, split_plan
 from .registry import tactic, triton_device_reason
 from .triton_gemm import apply_activation, grouped_tile
 
@@ -319,59 +320,7 @@ def pad_rows16(b8: torch.Tensor) -> torch.Tensor:
     return out.view(b8.dtype)
 
 
-MAX_SPLITS = 16
 REDUCE_TILE = (16, 64)      # split-K's second pass: small tiles, so that a handful of output tiles still fill the GPU
-INTERPRETED_SMS = 8         # the "device" split_plan sizes for under TRITON_INTERPRET=1 (CPU tests)
-
-
-def sm_count(device) -> int:
-    """Streaming multiprocessors of a CUDA device (split_plan's target), INTERPRETED_SMS elsewhere."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return INTERPRETED_SMS
-
-
-def split_plan(m: int, n: int, k: int, cfg: dict, sms: int) -> tuple[int, int]:
-    """(S, KSPLIT) for split-K: an m×n×k problem whose ⌈m/BM⌉·⌈n/BN⌉ output tiles leave most of the `sms`
-    multiprocessors idle (batch-1 convolutions of 7×7 or 14×14 maps, BERT at one sequence) runs S programs per
-    tile, each summing KSPLIT columns (a multiple of BK) into an int32 (fp8: float32) partial; a second pass sums
-    the S partials and runs the epilogue. S = min(⌈sms / tiles⌉, K blocks, MAX_SPLITS), with every split
-    non-empty. Extra traffic: 8·S bytes per output element (partials written, then read). (1, k): no split."""
-    tiles = triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"])
-    kblocks = triton.cdiv(k, cfg["BK"])
-    want = min(kblocks, MAX_SPLITS, triton.cdiv(sms, max(tiles, 1)))
-    if want <= 1:
-        return 1, k
-    ksplit = triton.cdiv(kblocks, want) * cfg["BK"]
-    return triton.cdiv(k, ksplit), ksplit
-
-
-def gemm_dims(layer, inputs) -> tuple[int, int, int] | None:
-    """(M, N, K) of a QuantizedMatMul / QuantizedConv's GEMM at these inputs (x, w), None when not tensors."""
-    x, w = inputs[0], inputs[1]
-    if not isinstance(x, torch.Tensor) or not isinstance(w, torch.Tensor):
-        return None
-    if layer.op == "QuantizedConv":
-        m = conv_geometry(x, w.shape, layer.attrs, 0)["M"]
-        return m, w.shape[0], w[0].numel()
-    return x.numel() // max(x.shape[-1], 1), w.shape[0], w.shape[1]
-
-
-def split_fits(layer, cfg, inputs) -> str | None:
-    """Why a split-K config is not worth compiling at these shapes: its plan has one split (then it is its
-    unsplit twin, which is timed anyway)."""
-    if not cfg.get("SPLIT"):
-        return None
-    dims = gemm_dims(layer, inputs)
-    if dims is None:
-        return None
-    x = inputs[0]
-    splits, _ = split_plan(*dims, cfg, sm_count(x.device))
-    if splits <= 1:
-        m, n, _ = dims
-        return (f"split-K not needed: {triton.cdiv(m, cfg['BM']) * triton.cdiv(n, cfg['BN'])} output tiles for "
-                f"{sm_count(x.device)} multiprocessors")
-    return None
 
 
 def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=None, wsum=None, ktab=None,
