@@ -16,6 +16,7 @@ from ..pattern import Graph
 from .base import Rule, record_rejection
 from .epilogue import per_channel_reason
 from .horizontal_qgemm import RULE as QUANTIZED
+from .horizontal_qgemm import wide_product_and_split     # the wide product + Split, shared by both rules
 
 CORES = ("MatMulEpilogue", "MatMul", "Gemm")
 
@@ -100,28 +101,16 @@ class HorizontalGemm(Rule):
     # ---- the group ---------------------------------------------------------------------------------------
     def rewrite_group(self, members: list[tuple[Layer, dict]], g: Graph) -> list[Layer]:
         """[MatMulEpilogue with the concatenated weight and bias, Split] producing every member's output."""
-        net = g.net
-        first, d0 = members[0]
-        descs = [d for _, d in members]
-        w = torch.cat([d["w"] for d in descs], dim=0 if d0["trans_b"] else 1).contiguous()
-        w_name = net.add_constant(net.unique_name(f"{first.name}/horizontal_weight"), w)
-        inputs = [first.inputs[0], w_name]
+        d0, descs = members[0][1], [d for _, d in members]
+        w = torch.cat([d["w"] for d in descs], dim=0 if d0["trans_b"] else 1)
+        bias = None
         if any(d["bias"] is not None for d in descs):
             bias = torch.cat([d["bias"] if d["bias"] is not None else torch.zeros(d["n"], dtype=d["dtype"])
-                              for d in descs]).contiguous()
-            inputs.append(net.add_constant(net.unique_name(f"{first.name}/horizontal_bias"), bias))
-        sizes = net.add_constant(net.unique_name(f"{first.name}/horizontal_sizes"),
-                                 torch.tensor([d["n"] for d in descs], dtype=torch.int64))
-        wide = self.fresh_tensor(g, f"{first.name}/horizontal_output")
+                              for d in descs])
         act, alpha, beta = d0["act"]
-        origin = [o for layer, _ in members for o in layer.origin]
-        gemm = Layer(net.unique_name(f"{first.name}/horizontal_gemm"), "MatMulEpilogue", inputs, [wide],
-                     {"trans_b": d0["trans_b"], "scale": d0["scale"], "activation": act, "alpha": alpha,
-                      "beta": beta, "residual_first": 0}, list(dict.fromkeys(origin)))
-        split = Layer(net.unique_name(f"{first.name}/horizontal_split"), "Split", [wide, sizes],
-                      [layer.outputs[0] for layer, _ in members], {"axis": -1, "num_outputs": 0},
-                      list(dict.fromkeys(origin)))
-        return [gemm, split]
+        return wide_product_and_split(self, members, g, "MatMulEpilogue", w, bias,
+                                      {"trans_b": d0["trans_b"], "scale": d0["scale"], "activation": act,
+                                       "alpha": alpha, "beta": beta, "residual_first": 0})
 
 
 def _report(rule: Rule, layer: Layer, reason: str, rejections: list | None) -> None:

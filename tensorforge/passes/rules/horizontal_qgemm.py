@@ -70,24 +70,30 @@ class HorizontalQuantizedGemm(Rule):
 
     def rewrite_group(self, members: list[tuple[Layer, dict]], g: Graph) -> list[Layer]:
         """[the wide QuantizedMatMul, Split] producing every member's output."""
-        net = g.net
-        first, d0 = members[0]
         descs = [d for _, d in members]
-        w = torch.cat([d["w"] for d in descs], dim=0).contiguous()
-        inputs = [first.inputs[0], net.add_constant(net.unique_name(f"{first.name}/horizontal_weight"), w)]
+        bias = None
         if any(d["bias"] is not None for d in descs):      # float32: the epilogue adds bias.float() (exact widening)
-            bias = torch.cat([d["bias"].float() if d["bias"] is not None else torch.zeros(d["n"])
-                              for d in descs]).contiguous()
-            inputs.append(net.add_constant(net.unique_name(f"{first.name}/horizontal_bias"), bias))
-        sizes = net.add_constant(net.unique_name(f"{first.name}/horizontal_sizes"),
-                                 torch.tensor([d["n"] for d in descs], dtype=torch.int64))
-        wide = self.fresh_tensor(g, f"{first.name}/horizontal_output")
-        origin = list(dict.fromkeys(o for layer, _ in members for o in layer.origin))
-        attrs = dict(first.attrs, w_scale=[s for d in descs for s in d["scales"]])
-        gemm = Layer(net.unique_name(f"{first.name}/horizontal_gemm"), "QuantizedMatMul", inputs, [wide], attrs, origin)
-        split = Layer(net.unique_name(f"{first.name}/horizontal_split"), "Split", [wide, sizes],
-                      [layer.outputs[0] for layer, _ in members], {"axis": -1, "num_outputs": 0}, origin)
-        return [gemm, split]
+            bias = torch.cat([d["bias"].float() if d["bias"] is not None else torch.zeros(d["n"]) for d in descs])
+        attrs = dict(members[0][0].attrs, w_scale=[s for d in descs for s in d["scales"]])
+        return wide_product_and_split(self, members, g, "QuantizedMatMul", torch.cat([d["w"] for d in descs]),
+                                      bias, attrs)
+
+
+def wide_product_and_split(rule: Rule, members: list[tuple[Layer, dict]], g: Graph, op: str, w: torch.Tensor,
+                           bias: torch.Tensor | None, attrs: dict) -> list[Layer]:
+    """[op(A, W [, bias]) ─► wide, Split(wide; N₁, N₂, … on the last axis) ─► each member's output], placed for the
+    first member (its name stem, every member's ONNX origin); `w`, `bias` are the stacked constants."""
+    net, first = g.net, members[0][0]
+    inputs = [first.inputs[0], net.add_constant(net.unique_name(f"{first.name}/horizontal_weight"), w.contiguous())]
+    if bias is not None:
+        inputs.append(net.add_constant(net.unique_name(f"{first.name}/horizontal_bias"), bias.contiguous()))
+    sizes = net.add_constant(net.unique_name(f"{first.name}/horizontal_sizes"),
+                             torch.tensor([d["n"] for _, d in members], dtype=torch.int64))
+    wide = rule.fresh_tensor(g, f"{first.name}/horizontal_output")
+    origin = list(dict.fromkeys(o for layer, _ in members for o in layer.origin))
+    return [Layer(net.unique_name(f"{first.name}/horizontal_gemm"), op, inputs, [wide], attrs, origin),
+            Layer(net.unique_name(f"{first.name}/horizontal_split"), "Split", [wide, sizes],
+                  [layer.outputs[0] for layer, _ in members], {"axis": -1, "num_outputs": 0}, origin)]
 
 
 RULE = HorizontalQuantizedGemm()
