@@ -51,8 +51,13 @@ case "$1" in
     bench --part "$DTYPES" --models "$MODELS" --prewarmed "$PREWARM" --backend --kernel-profiles --resume $EXTRA
     ;;
   ZOO_PRECISION)
+    # the models' fp16/INT8/FP8 builds at batch 1 compile in parallel first (the variants serve every batch);
+    # jobs an earlier command finished in $PREWARM are kept while the machine stays warm
+    python3 bench/prewarm.py --cache-dir "$PREWARM" --models "$MODELS" --batches 1 --dtypes fp16,int8,fp8 \
+            --peers "" --workers 8 --budget-s "$(( $(left) > 420 ? 200 : $(left) / 3 ))"
     bench --part precision --models "$MODELS" --precisions "${PRECISIONS:-int8,int8-spec,fp8,fp8-spec,best}" \
-          --precision-batches "${BATCHES:-1,32}" --precision-extra "resnet50:256" --kernel-profiles --resume
+          --precision-batches "${BATCHES:-1,32}" --precision-extra "resnet50:256" --kernel-profiles --resume \
+          --prewarmed "$PREWARM"
     ;;
   VERIFY)
     : > "$OUT/smokes.txt"

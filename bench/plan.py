@@ -79,12 +79,15 @@ def ort_reference_s(model: str, with_int8: bool) -> float:
     return fp32 + (int8 if with_int8 else 0.0)
 
 
-def precision_s(model: str, batch: int, precision: str, same_run_fp16: bool, first_quantized: bool = False) -> float:
+def precision_s(model: str, batch: int, precision: str, same_run_fp16: bool, first_quantized: bool = False,
+                warm: bool = False) -> float:
+    """A precision row's seconds; `warm`: after bench/prewarm.py compiled the model's builds (a first build of a
+    kind then costs what a later one does, and the fp16 build keeps only its tactic timing)."""
     if precision == "fp16":
-        return (0.05 if same_run_fp16 else 1.0) * build_s(model, batch) + 2.0
+        return (0.05 if same_run_fp16 else WARM_BUILD if warm else 1.0) * build_s(model, batch) + 2.0
     if model in QUANT_BUILD_S:
         first, later = QUANT_BUILD_S[model]
-        return first if first_quantized else later
+        return first if first_quantized and not warm else later
     return 1.5 * build_s(model, batch) + 6.0
 
 

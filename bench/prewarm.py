@@ -3,6 +3,8 @@
     PYTHONPATH=. python3 bench/prewarm.py --cache-dir D --models resnet50,... --batches 1,32 --dtypes fp16 \
         [--max-autotune resnet50:32] [--workers 8] [--budget-s 200]
     PYTHONPATH=. python3 bench/run.py --prewarmed D ...          # then the run itself, one case at a time
+    --dtypes int8,fp8 (with --peers ""): the calibrated INT8/FP8 builds of precision rows, whose Triton variants
+    are most of those rows' time (35–130 s for a model's first INT8 or FP8 build on the H100)
 
 Why: a run of record spends most of its time compiling (torch.compile ≈ 15–28 s per peer per case, our cold builds
 up to 59 s), single-threaded Python mostly, while 15 of the GPU machine's 16 cores idle. Here one worker process
@@ -56,6 +58,9 @@ def load_summary(cache_dir: str) -> dict | None:
         return None
     with open(path) as f:
         return json.load(f)
+
+
+QUANTIZED = ("int8", "fp8")      # --dtypes entries that prewarm a precision row's build (bench/precision_case.py)
 
 
 def jobs_of(models: list[str], batches: list[int], dtypes: list[str]) -> list[tuple[str, int, str]]:
@@ -206,6 +211,16 @@ def run_job(args, model: str, batch: int, dtype: str) -> int:
     else:
         data, _ = load_export(args.cache_dir, model)
     out["export_s"] = round(time.perf_counter() - t0, 3)
+    if dtype in QUANTIZED:        # a precision row's engine: its calibrated INT8/FP8 build compiles the variants
+        import precision_case
+
+        def build():
+            out["engine_flags"] = precision_case.build_engine(data, model, batch, dtype, dev, None).data.build_info.get(
+                "flags", [])
+        step("tensorforge_build_s", build)
+        out["total_s"] = round(time.perf_counter() - t0, 3)
+        save()
+        return 0
     x_cpu = zoo.example(model, batch)
     shape = {"input": tuple(x_cpu.shape)}
     fp16 = dtype == "fp16"

@@ -187,7 +187,7 @@ def make_plan(args) -> list[dict]:
                         spec_less.add(f"{m} {p}")      # nothing to build: no budget is set aside for it
                         continue
                     est = 0.5 if nothing else plan.precision_s(m, b, p, "fp16" in args.parts and b in args.batches_list,
-                                                               first_quantized=_kind(p) in first)
+                                                               first_quantized=_kind(p) in first, warm=warm)
                     first.discard(_kind(p))
                     if ort:
                         est += plan.ort_reference_s(m, "int8" in args.precision_list)

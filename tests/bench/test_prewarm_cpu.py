@@ -92,3 +92,16 @@ def test_warm_estimates_are_below_cold_ones():
     assert plan.zoo_case_s("resnet50", 32, "fp16", peers, False, warm=True) < plan.zoo_case_s("resnet50", 32, "fp16",
                                                                                                peers, False)
     assert plan.build_cost_s("mobilenet_v3_large", warm=True) < plan.build_cost_s("mobilenet_v3_large")
+
+
+def test_precision_jobs_build_the_rows_quantized_engines(tmp_path):
+    """--dtypes int8 (with --peers ""): the job builds the precision row's calibrated INT8 engine — the build whose
+    Triton variants the row would otherwise compile — and compiles no torch peer."""
+    assert prewarm.main(["--cache-dir", str(tmp_path), "--models", "tiny_cnn", "--batches", "1", "--dtypes",
+                         "fp16,int8", "--peers", "", "--device", "cpu", "--workers", "2", "--budget-s", "300"]) == 0
+    int8 = json.loads((tmp_path / "jobs" / "tiny_cnn_1_int8.json").read_text())
+    fp16 = json.loads((tmp_path / "jobs" / "tiny_cnn_1_fp16.json").read_text())
+    assert int8["tensorforge_build_s"] > 0 and "int8" in int8["engine_flags"]
+    assert fp16["tensorforge_build_s"] > 0 and not any(k.endswith("_compile_s") for k in fp16)
+    summary = json.loads((tmp_path / "prewarm.json").read_text())
+    assert {k: v["status"] for k, v in summary["results"].items()} == {"tiny_cnn:1:fp16": "ok", "tiny_cnn:1:int8": "ok"}
