@@ -165,7 +165,7 @@ def _best_note(best: dict | None) -> str:
 
 def _precision_table(rows: list[dict]) -> list[str]:
     lines = ["## Precision (tensorforge engines; INT8/FP8 rows also allow fp16; accuracy vs fp32 onnxruntime on the "
-             "test set)", "",
+             "test set)", "", "The same ratios as bars: `<results stem>-precision.png` (hatched where accuracy fails).", "",
              "| model | batch | precision | median ms | per s | × our fp16 | accuracy (cosine ≥ 0.99) | "
              "onnxruntime INT8, same scheme and inputs (bench/ort_int8.py) | CUDA graph | TensorRT published |",
              "|" + " --- |" * 10]
@@ -329,7 +329,59 @@ def _plots(res: dict, out_dir: str, stem: str) -> list[str]:
         fig.savefig(path, dpi=100)
         plt.close(fig)
         files.append(path)
-    return files
+    gpu = res.get("environment", {}).get("gpu", "")
+    precision = _precision_plot(plt, res.get("precision", []), out_dir, stem,
+                                f"INT8/FP8/best engines ÷ our fp16 engine, same run — {gpu}")
+    return files + ([precision] if precision else [])
+
+
+PRECISION_BARS = ("int8", "int8-spec", "fp8", "fp8-spec", "best")
+
+
+def precision_bars(rows: list[dict]) -> tuple[list[str], dict[str, list]]:
+    """The precision plot's data: one group per (model, batch) that has a row beyond fp16, in the table's order;
+    per precision the throughput ÷ our fp16 engine (None where not measured) and whether its accuracy passed."""
+    groups: list[str] = []
+    bars: dict[str, list] = {p: [] for p in PRECISION_BARS}
+    by = {(r["model"], str(r["batch"]), r["precision"]): r for r in rows if "error" not in r}
+    for model, batch in dict.fromkeys((r["model"], str(r["batch"])) for r in rows):
+        if not any((model, batch, p) in by for p in PRECISION_BARS):
+            continue
+        groups.append(f"{model}\nb{batch}")
+        for p in PRECISION_BARS:
+            r = by.get((model, batch, p))
+            bars[p].append(None if r is None else (float(r["speedup_vs_fp16"]),
+                                                   bool((r.get("accuracy_vs_ort_fp32") or {}).get("pass"))))
+    return groups, bars
+
+
+def _precision_plot(plt, rows: list[dict], out_dir: str, stem: str, title: str) -> str | None:
+    """Throughput ÷ our fp16 engine per model, batch and precision (issue 12's table as bars): a line at 1.0 (the
+    fp16 engine), hatched bars where the engine misses the accuracy rule."""
+    groups, bars = precision_bars(rows)
+    if not groups:
+        return None
+    from matplotlib.patches import Patch
+    fig, ax = plt.subplots(figsize=(max(8, len(groups) * 0.9), 4.5))
+    width = 0.8 / len(PRECISION_BARS)
+    for k, p in enumerate(PRECISION_BARS):
+        for i, v in enumerate(bars[p]):
+            if v is not None:
+                ax.bar(i + k * width, v[0], width, color=f"C{k}", hatch=None if v[1] else "//", edgecolor="black",
+                       linewidth=0.3)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(groups))])
+    ax.set_xticklabels(groups, rotation=60, fontsize=7)
+    ax.set_ylabel("throughput ÷ our fp16 engine")
+    ax.set_title(title, fontsize=9)
+    handles = [Patch(facecolor=f"C{k}", edgecolor="black", label=p) for k, p in enumerate(PRECISION_BARS)]
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="accuracy FAIL (cos < 0.99)"))
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    path = os.path.join(out_dir, f"{stem}-precision.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def write(res: dict, out_dir: str, stem: str, plots: bool = True) -> list[str]:

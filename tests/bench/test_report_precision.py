@@ -27,3 +27,21 @@ def test_ort_int8_column_and_best_note():
     assert "best (FP16 engine kept, 0.4900 vs 0.4300 ms in the build)" in table[2]
     assert "best (INT8/FP16 mixed engine kept, 0.3000 vs 0.4300 ms in the build)" in table[3]
     assert all(line.count("|") == table[0].count("|") for line in table)
+
+
+def test_precision_plot_data_and_file(tmp_path):
+    """The plot's bars are the rows' own ratios, in the table's order; a FAIL is marked; fp16 and errored rows
+    draw nothing; a group with only fp16 draws no group."""
+    def row(model, batch, precision, speed, ok=True, **extra):
+        return dict(_row(precision, speedup_vs_fp16=speed, **extra), model=model, batch=batch,
+                    accuracy_vs_ort_fp32={"samples": 4, "cosine": 0.995 if ok else 0.98, "min_sample_cosine": 0.97,
+                                          "pass": ok})
+    rows = [row("a", 1, "fp16", 1.0), row("a", 1, "int8", 0.83, ok=False), row("a", 1, "best", 1.07),
+            row("a", 32, "fp16", 1.0), {"model": "a", "batch": 32, "precision": "int8", "error": "not run: x"},
+            row("b", 1, "fp16", 1.0), row("b", 1, "fp8", 0.92)]
+    groups, bars = report.precision_bars(rows)
+    assert groups == ["a\nb1", "b\nb1"]
+    assert bars["int8"] == [(0.83, False), None] and bars["best"] == [(1.07, True), None]
+    assert bars["fp8"] == [None, (0.92, True)] and bars["int8-spec"] == [None, None]
+    files = report.write({"environment": {"gpu": "G"}, "zoo": [], "precision": rows}, str(tmp_path), "t")
+    assert str(tmp_path / "t-precision.png") in files and (tmp_path / "t-precision.png").stat().st_size > 1000
