@@ -155,13 +155,13 @@ def verdict_line(verdict: dict) -> str:
 
 def choose_precisions(net: Network, config, device: torch.device) -> BestChoice | None:
     log = get_logger()
-    timed = config.optimization_level > 0 and (device.type == "cuda" or _user_cache(config) is not None)
+    seed = _user_cache(config)
+    timed = config.optimization_level > 0 and (device.type == "cuda" or seed is not None)
     if not timed:
         log.info("--best: tactics are not timed on this build (CPU without a timing cache, or level 0): every "
                  "quantizable layer runs INT8")
         return None
     base = replace(config, best=False, fp16=True)
-    seed = _user_cache(config)
     q_costs, q_engine, q_cache = _node_costs(net.copy(), replace(base, int8=True), seed=seed)
     quant = q_engine.build_info.get("quantization")
     if not quant:

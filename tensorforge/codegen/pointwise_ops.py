@@ -14,6 +14,7 @@ absolute of torch in float32.
 import torch
 
 from ..ir import dtype_from_name
+from ..ir.ops.low_precision import INT_RANGES
 
 TL = {torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
       torch.float64: "tl.float64", torch.int8: "tl.int8", torch.int16: "tl.int16", torch.int32: "tl.int32",
@@ -153,23 +154,15 @@ def expression(op: str, args: list[str], attrs: dict, dts: list, need: set, grad
     raise KeyError(f"generated kernels do not implement {op}")
 
 
-QUANTIZE_OUT = {torch.int8: (-128, 127), torch.uint8: (0, 255)}
-
-
-def quantize_out_dtype(attrs: dict, zp_dtype) -> torch.dtype:
-    """QuantizeLinear's output type: its zero point's, else output_dtype, else uint8 (the ONNX default)."""
-    if zp_dtype is not None:
-        return zp_dtype
-    return dtype_from_name(attrs["output_dtype"]) if attrs.get("output_dtype") else torch.uint8
-
-
 def _quantize(args, attrs, dts, need) -> str:
-    """Per-tensor QuantizeLinear (literal scale and zero point, chain_check) to int8/uint8: quantize_int on the
-    float32 value, then the integer type (the value is an integer in range, so the conversion is exact)."""
+    """Per-tensor QuantizeLinear (literal scale and zero point, chain_check) to int8/uint8 — the type of its zero
+    point, else output_dtype, else uint8 (ONNX's default): quantize_int on the float32 value, then the integer type
+    (the value is an integer in range, so the conversion is exact)."""
     x, s = args[0], args[1]
     z = args[2] if len(args) > 2 and args[2] else "0"
-    out = quantize_out_dtype(attrs, dts[2] if len(dts) > 2 else None)
-    lo, hi = QUANTIZE_OUT[out]
+    out = dts[2] if len(dts) > 2 and dts[2] is not None else (
+        dtype_from_name(attrs["output_dtype"]) if attrs.get("output_dtype") else torch.uint8)
+    lo, hi = INT_RANGES[out]
     need.add("quantize_int")
     return (f"quantize_int(({x}).to(tl.float32), {s}, {z} * 1.0, {float(lo)!r}, {float(hi)!r})"
             f".to(tl.int32).to({TL[out]})")

@@ -1,5 +1,5 @@
 """Split-K planning for the quantized Triton GEMM (triton_int8_gemm.py): how many K splits a problem gets, and
-whether a split config is worth compiling at a layer's shapes. Plain Python: no kernel here.
+whether a split config is worth compiling at a layer's shapes. No kernel here.
 
 Split-K runs S programs per output tile, each summing a K range into a partial; it pays where the
 ⌈M/BM⌉·⌈N/BN⌉ output tiles leave most multiprocessors idle — batch 1: resnet50's 14×14 and 7×7 stages (8–32
@@ -7,22 +7,18 @@ tiles of 64×64), BERT-base at 128 tokens (24–72).
 """
 
 import torch
+from triton import cdiv as _cdiv
 
+from ..util import device as _device
 from .quant_gemm import conv_geometry
 
 MAX_SPLITS = 16
 INTERPRETED_SMS = 8         # the "device" split_plan sizes for under TRITON_INTERPRET=1 (CPU tests)
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def sm_count(device) -> int:
-    """Streaming multiprocessors of a CUDA device (split_plan's target), INTERPRETED_SMS elsewhere."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return INTERPRETED_SMS
+    """Streaming multiprocessors split_plan fills: the CUDA device's, INTERPRETED_SMS under the interpreter."""
+    return _device.sm_count(device, INTERPRETED_SMS)
 
 
 def split_plan(m: int, n: int, k: int, cfg: dict, sms: int) -> tuple[int, int]:

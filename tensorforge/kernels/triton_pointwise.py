@@ -24,6 +24,7 @@ import math
 import torch
 
 from ..ir import dtype_from_name
+from ..util.device import sm_count
 from .generated import has_source, load_module
 from .registry import tactic, triton_device_reason
 from .torch_fused import dense_order
@@ -139,7 +140,7 @@ def _cdiv(a: int, b: int) -> int:
 
 def _sm_count(device: torch.device) -> int:
     """Programs of a persistent config are counted per SM; the interpreter (CPU) stands in for a 2-SM device."""
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 2
+    return sm_count(device, 2)
 
 
 def _resident(regs: int, device: torch.device, warps: int, per_sm: int) -> int:

@@ -1,5 +1,6 @@
-"""Device helpers: pick CUDA when present, else CPU; a fingerprint string recorded in engines."""
+"""Device helpers: pick CUDA when present, else CPU; a fingerprint string recorded in engines; SM counts."""
 
+import functools
 import platform
 
 import torch
@@ -37,3 +38,16 @@ def fingerprint(device: torch.device) -> str:
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+@functools.cache
+def _cuda_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def sm_count(device: torch.device, stand_in: int) -> int:
+    """Streaming multiprocessors of a CUDA device (read once per device: launchers size grids per call), else
+    `stand_in` — the count a kernel's grid planning assumes under TRITON_INTERPRET=1 on the CPU."""
+    if device.type != "cuda":
+        return stand_in
+    return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device())
