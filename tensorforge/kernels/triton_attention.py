@@ -19,7 +19,9 @@ import torch
 import triton
 import triton.language as tl
 
+from ..ir import dtype_from_name
 from .registry import tactic, triton_device_reason
+from .triton_layernorm import _store_q, quant_args, quant_attrs
 
 CONFIGS = [{"BM": 128, "BN": 64, "warps": 8, "stages": 2}, {"BM": 64, "BN": 64, "warps": 4, "stages": 2},
            {"BM": 128, "BN": 32, "warps": 4, "stages": 3}, {"BM": 64, "BN": 32, "warps": 4, "stages": 3}]
@@ -30,7 +32,11 @@ LOG2E = 1.4426950408889634
 def _attention_kernel(Q, K, V, Mask, O, H, SQ, SK, D, DV, sq_z, sq_h, sq_m, sq_d, sk_z, sk_h, sk_n, sk_d,
                       sv_z, sv_h, sv_n, sv_d, sm_z, sm_h, sm_m, sm_n, so_z, so_h, so_m, so_d, qk_scale,
                       MASK_KIND: tl.constexpr, NAN_TO_ZERO: tl.constexpr, PRECISION: tl.constexpr,
-                      BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr):
+                      BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, QO=None, qo_scale=1.0,
+                      qo_r=1.0, qo_zp=0.0, qo_lo=0.0, qo_hi=0.0, QO_KIND: tl.constexpr = 0,
+                      STORE_O: tl.constexpr = True):
+    # QO_KIND 1 (int8/uint8) / 2 (float8 E4M3): also QO = QuantizeLinear(out as stored in O's dtype), laid out
+    # like O (the next GEMM's Q: AttentionQuantize); STORE_O False: out is rounded for the Q but not written
     pid_m = tl.program_id(0)
     zh = tl.program_id(1)
     z = (zh // H).to(tl.int64)
@@ -70,8 +76,12 @@ def _attention_kernel(Q, K, V, Mask, O, H, SQ, SK, D, DV, sq_z, sq_h, sq_m, sq_d
         out = tl.where(l_i[:, None] > 0, acc / l_i[:, None], 0.0)
     else:
         out = acc / l_i[:, None]
-    tl.store(O + z * so_z + h * so_h + rm[:, None] * so_m + rdv[None, :] * so_d, out.to(O.dtype.element_ty),
-             mask=(rm[:, None] < SQ) & (rdv[None, :] < DV))
+    o_offs = z * so_z + h * so_h + rm[:, None] * so_m + rdv[None, :] * so_d
+    o_mask = (rm[:, None] < SQ) & (rdv[None, :] < DV)
+    if STORE_O:
+        tl.store(O + o_offs, out.to(O.dtype.element_ty), mask=o_mask)
+    if QO_KIND != 0:
+        _store_q(QO + o_offs, out.to(O.dtype.element_ty), o_mask, qo_scale, qo_r, qo_zp, qo_lo, qo_hi, QO_KIND)
 
 
 def _as4d(t: torch.Tensor) -> torch.Tensor:
@@ -87,8 +97,10 @@ def _pow2(n: int) -> int:
     return 1 << max(4, (n - 1).bit_length())
 
 
-def attention(q, k, v, mask=None, scale=None, cfg=None, allow_tf32=None, nan_to_zero=0):
-    """softmax(q·kᵀ·scale + mask)·v through the Triton kernel (launcher shared by the tactic and tests)."""
+def attention(q, k, v, mask=None, scale=None, cfg=None, allow_tf32=None, nan_to_zero=0, quant: dict | None = None):
+    """softmax(q·kᵀ·scale + mask)·v through the Triton kernel (launcher shared by the tactic and tests). `quant`
+    ({scale, zero_point, dtype, store_y}): (out, Q(out)) with the per-tensor Q of out as stored, in out's memory
+    layout; out None and never written when not store_y."""
     cfg = {**CONFIGS[1], **(cfg or {})}
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     sq, d, sk, dv = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
@@ -106,8 +118,14 @@ def attention(q, k, v, mask=None, scale=None, cfg=None, allow_tf32=None, nan_to_
     if mask is not None:
         kind = 2 if mask.dtype == torch.bool else 1
         m4 = _as4d(mask.expand(*batch, sq, sk))
+    q_args, codes = {}, None
+    if quant is not None:
+        codes = torch.empty_strided(out.shape, out.stride(), dtype=dtype_from_name(quant["dtype"]), device=out.device)
+        q_args = dict(QO=_as4d(codes), STORE_O=quant.get("store_y", True),
+                      **quant_args(quant["scale"], quant["zero_point"], codes.dtype, "qo_"))
+    result = out if quant is None else (out if quant.get("store_y", True) else None, codes)
     if out.numel() == 0:
-        return out
+        return result
     s = scale if scale is not None else 1.0 / math.sqrt(d)
     if allow_tf32 is None:
         allow_tf32 = torch.backends.cuda.matmul.allow_tf32
@@ -117,8 +135,8 @@ def attention(q, k, v, mask=None, scale=None, cfg=None, allow_tf32=None, nan_to_
                             *m4.stride(), *o4.stride(), s * LOG2E, MASK_KIND=kind, NAN_TO_ZERO=bool(nan_to_zero),
                             PRECISION=precision,
                             BM=cfg["BM"], BN=cfg["BN"], BD=_pow2(d), BDV=_pow2(dv), num_warps=cfg["warps"],
-                            num_stages=cfg["stages"])
-    return out
+                            num_stages=cfg["stages"], **q_args)
+    return result
 
 
 @tactic("Attention", name="triton_flash", configs=CONFIGS, priority=1)
@@ -137,4 +155,22 @@ class TritonAttention:
         def run(inputs):
             mask = inputs[3] if len(inputs) > 3 else None
             return [attention(inputs[0], inputs[1], inputs[2], mask, scale, cfg, nan_to_zero=nan_to_zero)]
+        return run
+
+
+@tactic("AttentionQuantize", name="triton_flash", configs=CONFIGS, priority=1)
+class TritonAttentionQuantize:
+    """Attention and the next GEMM's per-tensor Q in the flash kernel's store (ir/ops/quantized.py): the output is
+    written as 1-byte codes (and in float only where another layer reads it)."""
+    supports = staticmethod(TritonAttention.supports)
+
+    @staticmethod
+    def build(layer, cfg, device):
+        scale, nan_to_zero = layer.attrs.get("scale"), layer.attrs.get("nan_to_zero", 0)
+        quant = quant_attrs(layer)
+
+        def run(inputs):
+            mask = inputs[3] if len(inputs) > 3 else None
+            return list(attention(inputs[0], inputs[1], inputs[2], mask, scale, cfg, nan_to_zero=nan_to_zero,
+                                  quant=quant))
         return run

@@ -26,10 +26,11 @@ MAX_TILE = 8192          # elements of a multi-row tile (ROWS · BLOCK_N) held i
 def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stride_y, eps, HAS_BIAS: tl.constexpr,
                       SINGLE: tl.constexpr, BLOCK_N: tl.constexpr, ROWS: tl.constexpr, Shift=None,
                       HAS_SHIFT: tl.constexpr = False, Q=None, q_scale=1.0, q_r=1.0, q_zp=0.0, q_lo=0.0, q_hi=0.0,
-                      Q_KIND: tl.constexpr = 0):
+                      Q_KIND: tl.constexpr = 0, STORE_Y: tl.constexpr = True):
     # row r of x starts at (r // R1)·stride_x0 + (r % R1)·stride_x; its columns are stride_xc apart.
     # HAS_SHIFT: the row is x + shift[col] rounded to x's dtype (a convolution's bias moved here, AddLayerNorm)
     # Q_KIND 1 (int8/uint8) / 2 (float8 E4M3): also Q = QuantizeLinear(y as stored), laid out like Y
+    # STORE_Y False (only with a Q): y is rounded to Y's dtype for the Q but not written (nothing else reads it)
     row = tl.program_id(0).to(tl.int64)
     xr = X + (row // R1) * stride_x0 + (row % R1) * stride_x
     yr = Y + row * stride_y
@@ -49,7 +50,8 @@ def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stri
         y = d * rstd[:, None] * tl.load(W + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
         if HAS_BIAS:
             y += tl.load(B + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
-        tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+        if STORE_Y:
+            tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
         if Q_KIND != 0:
             _store_q(Q + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask, q_scale, q_r,
                      q_zp, q_lo, q_hi, Q_KIND)
@@ -65,7 +67,8 @@ def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stri
         y = d * rstd * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
         if HAS_BIAS:
             y += tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(yr + cols, y.to(Y.dtype.element_ty), mask=mask)
+        if STORE_Y:
+            tl.store(yr + cols, y.to(Y.dtype.element_ty), mask=mask)
         if Q_KIND != 0:
             _store_q(Q + row * stride_y + cols, y.to(Y.dtype.element_ty), mask, q_scale, q_r, q_zp, q_lo, q_hi, Q_KIND)
     else:
@@ -99,6 +102,15 @@ def _store_q(ptr, y, mask, q_scale, q_r, q_zp, q_lo, q_hi, KIND: tl.constexpr):
     tl.store(ptr, q.to(ptr.dtype.element_ty), mask=mask)
 
 
+def quant_args(scale: float, zero_point, qdt: torch.dtype, prefix: str = "q_") -> dict:
+    """The kernel arguments of a per-tensor quantized store (_store_q): scale, its reciprocal, zero point and the
+    integer range as floats, and the kind (1 int8/uint8, 2 float8 E4M3) as <PREFIX>KIND."""
+    lo, hi = (0.0, 255.0) if qdt == torch.uint8 else (-128.0, 127.0)
+    return {f"{prefix}scale": float(scale), f"{prefix}r": reciprocal_scale(scale), f"{prefix}zp": float(zero_point),
+            f"{prefix}lo": lo, f"{prefix}hi": hi,
+            f"{prefix.rstrip('_').upper()}_KIND": 2 if qdt == torch.float8_e4m3fn else 1}
+
+
 def _next_pow2(n: int) -> int:
     return 1 << max(4, (n - 1).bit_length())
 
@@ -129,8 +141,8 @@ def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int 
     """Y of LayerNormalization(x, scale, bias) along dims axis..r−1 (launcher shared by the tactic and tests).
     `strided`: read a last-axis x through its strides where the rows allow it (else x is made contiguous first).
     `shift`: N values added to every row first, the sum rounded to x's dtype (LayerNorm(x + shift)); rows that
-    fit in registers only. `quant` ({scale, zero_point, dtype}): also return Q(Y) per tensor — (Y, Q); rows that
-    fit in registers only."""
+    fit in registers only. `quant` ({scale, zero_point, dtype[, store_y]}): also return Q(Y) per tensor — (Y, Q); rows
+    that fit in registers only; with store_y False, (None, Q) and Y is never written."""
     axis = axis % x.dim()
     shape = x.shape[axis:]
     n = 1
@@ -148,18 +160,16 @@ def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int 
         if not x2.is_contiguous():
             x2 = x2.contiguous()
         r1, stride_outer, stride_row, stride_col = max(1, x2.shape[0]), 0, n, 1
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    q_args, q = dict(Q=y, q_scale=1.0, q_r=1.0, q_zp=0.0, q_lo=0.0, q_hi=0.0, Q_KIND=0), None   # no Q: unused
+    store_y = quant is None or quant.get("store_y", True)
+    y_buf = torch.empty(x.shape if store_y else (1,), dtype=x.dtype, device=x.device)   # (1,): only its dtype is read
+    q_args, q = dict(Q=y_buf, q_scale=1.0, q_r=1.0, q_zp=0.0, q_lo=0.0, q_hi=0.0, Q_KIND=0), None   # no Q: unused
     if quant is not None:
         if n > MAX_SINGLE or block is not None:
             raise ValueError(f"a quantized second output needs rows up to {MAX_SINGLE} elements (rows of {n})")
-        qdt = dtype_from_name(quant["dtype"])
-        q = torch.empty(x.shape, dtype=qdt, device=x.device)
-        lo, hi = (0.0, 255.0) if qdt == torch.uint8 else (-128.0, 127.0)
-        q_args = dict(Q=q, q_scale=float(quant["scale"]), q_r=reciprocal_scale(quant["scale"]),
-                      q_zp=float(quant["zero_point"]), q_lo=lo, q_hi=hi,
-                      Q_KIND=2 if quant["dtype"] == "float8_e4m3fn" else 1)
+        q = torch.empty(x.shape, dtype=dtype_from_name(quant["dtype"]), device=x.device)
+        q_args = dict(Q=q, STORE_Y=store_y, **quant_args(quant["scale"], quant["zero_point"], q.dtype))
     m = x.numel() // n if n else 0
+    y = y_buf if store_y else None
     if m == 0 or n == 0:
         return y if q is None else (y, q)
     w = scale.to(x.device).expand(shape).reshape(-1).contiguous()
@@ -167,7 +177,8 @@ def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int 
     single = n <= MAX_SINGLE and block is None
     block_n = _next_pow2(n) if single else (block or 4096)
     rows = rows if single and rows > 1 and rows * block_n <= MAX_TILE else 1
-    _layernorm_kernel[(triton.cdiv(m, rows),)](x2, w, b, y, m, n, r1, stride_outer, stride_row, stride_col, n, eps,
+    _layernorm_kernel[(triton.cdiv(m, rows),)](x2, w, b, y_buf, m, n, r1, stride_outer, stride_row, stride_col, n,
+                                               eps,
                                                HAS_BIAS=bias is not None, SINGLE=single, BLOCK_N=block_n, ROWS=rows,
                                                Shift=shift.to(x.device).reshape(-1).contiguous() if shift is not None
                                                else w, HAS_SHIFT=shift is not None, num_warps=warps, **q_args)
@@ -220,5 +231,12 @@ class TritonLayerNormQuantize:
 
     @staticmethod
     def build(layer, cfg, device):
-        a = layer.attrs
-        return _rowwise_run(layer, cfg, {"scale": a["q_scale"], "zero_point": a["q_zero_point"], "dtype": a["q_dtype"]})
+        return _rowwise_run(layer, cfg, quant_attrs(layer))
+
+
+def quant_attrs(layer) -> dict:
+    """The launchers' `quant` of a LayerNorm-Q layer: its per-tensor Q, and whether y is written (its first output
+    is absent when only the Q read y)."""
+    a = layer.attrs
+    return {"scale": a["q_scale"], "zero_point": a["q_zero_point"], "dtype": a["q_dtype"],
+            "store_y": bool(layer.outputs and layer.outputs[0])}

@@ -24,7 +24,8 @@ from .rules.horizontal_gemm import fuse_horizontal_gemms
 from .rules.identity import remove_noops
 from .rules.qdq import fuse_qdq
 from .rules.qdq_dual import fuse_output_quantize
-from .rules.qdq_layernorm import fuse_layernorm_quantize
+from .rules.qdq_hoist import hoist_quantize
+from .rules.qdq_producer import fuse_producer_quantize
 from .rules import qdq_epilogue
 from .view_chains import collapse_view_chains
 from .rules.base import rule_pass
@@ -57,8 +58,9 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
 
 # after precision conversion (builder): dtypes are final
 LATE_PASSES: list[tuple[str, int, Callable[..., int]]] = [
+    ("quantize-before-views", 1, hoist_quantize),   # Q above Reshape/Transpose: it meets the layer it can join
     ("add-layernorm", 3, fuse_add_layernorm),
-    ("layernorm-quantize", 1, fuse_layernorm_quantize),   # the next GEMM's Q as a second LayerNorm output
+    ("producer-quantize", 1, fuse_producer_quantize),   # the next GEMM's Q written by the LayerNorm/Attention before it
     ("conv-bias-layernorm", 3, move_conv_bias_into_layernorm),
     ("conv-pool", 3, fuse_conv_pool),
     ("pointwise-chains", 3, pointwise.group_pointwise_chains),

@@ -41,14 +41,15 @@ for dt in ("*fp32", "*fp16", "*bf16"):
              {**ptrs("XWBY", dt), **{n: "i32" for n in "M N R1 stride_x0 stride_x stride_xc stride_y".split()},
               "eps": "fp32", "Shift": dt, "Q": dt, **ln_q},
              {"HAS_BIAS": True, "SINGLE": dt != "*fp32", "BLOCK_N": 1024, "ROWS": 1 if dt != "*fp16" else 8,
-              "HAS_SHIFT": dt != "*fp32", "Q_KIND": 0})
+              "HAS_SHIFT": dt != "*fp32", "Q_KIND": 0, "STORE_Y": True})
     compile_(f"softmax{dt}", triton_softmax._softmax_kernel, {**ptrs("XY", dt), "N": "i32", "stride_x": "i32",
              "stride_y": "i32"}, {"LOG": dt == "*bf16", "SINGLE": dt == "*fp16", "BLOCK_N": 2048})
 for qt, kind, rows in (("*i8", 1, 1), ("*fp8e4nv", 2, 8)):       # LayerNormalizationQuantize: y and Q(y)
     compile_(f"layernorm_q{qt}", triton_layernorm._layernorm_kernel,
              {**ptrs("XWBY", "*fp16"), **{n: "i32" for n in "M N R1 stride_x0 stride_x stride_xc stride_y".split()},
               "eps": "fp32", "Shift": "*fp16", "Q": qt, **ln_q},
-             {"HAS_BIAS": True, "SINGLE": True, "BLOCK_N": 1024, "ROWS": rows, "HAS_SHIFT": False, "Q_KIND": kind})
+             {"HAS_BIAS": True, "SINGLE": True, "BLOCK_N": 1024, "ROWS": rows, "HAS_SHIFT": False, "Q_KIND": kind,
+              "STORE_Y": rows == 1})                 # STORE_Y False: only Q(y) is written (y has no reader)
 gemm_sig = {"M N K s_ab s_am s_ak s_bb s_bk s_bn s_rb s_rm s_rn s_cb s_cm s_cn".split()[i]: "i32" for i in range(15)}
 for dt, act, prec, picks in (("*fp16", "Gelu", "ieee", (0, 4, 6, 7, 8)), ("*bf16", "GeluTanh", "ieee", (1,)),
                              ("*fp32", "Clip", "tf32", (2,))):
@@ -63,15 +64,24 @@ att_sig = {n: "i32" for n in ("H SQ SK D DV sq_z sq_h sq_m sq_d sk_z sk_h sk_n s
 for dt, kind in (("*fp16", 1), ("*bf16", 2), ("*fp32", 0)):
     mask = "*i1" if kind == 2 else dt
     cfg = triton_attention.CONFIGS[0]
-    compile_(f"attention{dt}{kind}", triton_attention._attention_kernel,
-             {**ptrs(["Q", "K", "V", "O"], dt), "Mask": mask, **att_sig, "qk_scale": "fp32"},
-             {"MASK_KIND": kind, "NAN_TO_ZERO": kind == 2, "PRECISION": "tf32" if dt == "*fp32" else "ieee",
-              "BM": cfg["BM"], "BN": cfg["BN"], "BD": 64, "BDV": 64}, cfg["warps"], cfg["stages"])
+    qo = {"qo_" + n.removeprefix("q_"): t for n, t in ln_q.items()}
+    for q_kind in ((0, 1) if dt == "*fp16" else (0,)):     # 1: AttentionQuantize, int8 codes only (O unwritten)
+        compile_(f"attention{dt}{kind}q{q_kind}", triton_attention._attention_kernel,
+                 {**ptrs(["Q", "K", "V", "O"], dt), "Mask": mask, **att_sig, "qk_scale": "fp32",
+                  "QO": "*i8" if q_kind else dt, **qo},
+                 {"MASK_KIND": kind, "NAN_TO_ZERO": kind == 2, "PRECISION": "tf32" if dt == "*fp32" else "ieee",
+                  "BM": cfg["BM"], "BN": cfg["BN"], "BD": 64, "BDV": 64, "QO_KIND": q_kind, "STORE_O": not q_kind},
+                 cfg["warps"], cfg["stages"])
 for dt in ("*fp16", "*fp32"):
     for store_s in (True, False):       # the sum kept (pre-norm stream) or absent (post-norm)
         compile_(f"add_layernorm{dt}{store_s}", triton_add_layernorm._add_layernorm_kernel,
                  {**ptrs(["A", "B", "W", "Bias", "S", "Y"], dt), **{n: "i32" for n in "R1 N sa0 sa1 sb0 sb1".split()},
-                  "eps": "fp32"}, {"HAS_BIAS": True, "STORE_S": store_s, "BLOCK_N": 1024})
+                  "eps": "fp32", "Q": dt, **ln_q},
+                 {"HAS_BIAS": True, "STORE_S": store_s, "BLOCK_N": 1024, "Q_KIND": 0, "STORE_Y": True})
+        compile_(f"add_layernorm_q{dt}{store_s}", triton_add_layernorm._add_layernorm_kernel,    # + Q(Y), Y unwritten
+                 {**ptrs(["A", "B", "W", "Bias", "S", "Y"], dt), **{n: "i32" for n in "R1 N sa0 sa1 sb0 sb1".split()},
+                  "eps": "fp32", "Q": "*i8", **ln_q},
+                 {"HAS_BIAS": True, "STORE_S": store_s, "BLOCK_N": 1024, "Q_KIND": 1, "STORE_Y": False})
     compile_(f"conv_epilogue{dt}", triton_conv_epilogue._conv_epilogue_kernel,
              {**ptrs(["Y", "Bias", "R"], dt), "numel": "i32", "C": "i32", "HW": "i32", "alpha": "fp32", "beta": "fp32"},
              {"HAS_BIAS": True, "HAS_RES": True, "RES_FIRST": False, "ACT": "HardSwish",
@@ -126,8 +136,9 @@ def test_every_triton_kernel_compiles_for_sm90():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
-    # … + 2: the add-layernorm kernel without its sum store, per dtype
-    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 and all(r["cubin"] > 0 for r in report.values())
+    # … + 2: the add-layernorm kernel without its sum store, per dtype; + 4: with Q(Y) and Y unwritten; + 1: the
+    # attention kernel writing int8 codes
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 and all(r["cubin"] > 0 for r in report.values())
     assert report["gate_q_int8"]["div_rn"] >= 1 and report["gate_q_int8"]["div_full"] == 0
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]

@@ -1,4 +1,4 @@
-"""LayerNorm → Q(y) ⇒ LayerNormalizationQuantize (passes/rules/qdq_layernorm.py): the fused layer replaces the
+"""LayerNorm → Q(y) ⇒ LayerNormalizationQuantize (passes/rules/qdq_producer.py): the fused layer replaces the
 QuantizeLinear; the engine's outputs equal the exact Q/DQ semantics (onnxruntime with graph optimisations off)
 within one quantization step, mostly exactly; the Triton kernel (TRITON_INTERPRET=1) is bit-exact to the op
 reference, which is checked against LayerNorm followed by QuantizeLinear written out here."""

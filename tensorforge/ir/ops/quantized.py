@@ -173,8 +173,44 @@ def _lnq_infer(x, scale, bias=None, **a):
 def layer_normalization_quantize(x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1, q_scale=None,
                                  q_zero_point=0, q_dtype=None):
     """(Y, Q(Y)): LayerNormalization, and its output (in x's dtype, as the QuantizeLinear that read it saw it)
-    quantized per tensor — the next GEMM's Q as a second output of the normalisation (passes/rules/qdq_layernorm.py).
+    quantized per tensor — the next GEMM's Q as a second output of the normalisation (passes/rules/qdq_producer.py).
     One kernel reads x once and writes Y and the 1-byte Q(Y): traffic 3·|x|·b + |x| instead of 2·|x|·b for the
     LayerNorm plus |x|·b + |x| for the QuantizeLinear, and one launch instead of two."""
     y = get_spec("LayerNormalization").reference(x, scale, bias, axis=axis, epsilon=epsilon, stash_type=stash_type)[0]
     return y, quantize(y, q_scale, q_zero_point, q_dtype)
+
+
+def _addlnq_infer(a_, b, scale, bias=None, **a):
+    return (torch.empty(a_.shape, dtype=a_.dtype, device="meta"), torch.empty(a_.shape, dtype=a_.dtype, device="meta"),
+            torch.empty(a_.shape, dtype=dtype_from_name(a["q_dtype"]), device="meta"))
+
+
+@op("AddLayerNormalizationQuantize", attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1, "q_scale": REQUIRED,
+                                            "q_zero_point": 0, "q_dtype": REQUIRED}, infer=_addlnq_infer)
+def add_layer_normalization_quantize(a_, b, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1, q_scale=None,
+                                     q_zero_point=0, q_dtype=None):
+    """(Y, S, Q(Y)): AddLayerNormalization (S = a + b, Y = LayerNorm(S)) with Y, as stored in a's dtype, also
+    quantized per tensor — a pre-norm transformer's residual add, its LayerNorm and the next GEMM's Q in one kernel
+    (passes/rules/qdq_producer.py). Reads a and b once; writes S, the 1-byte Q(Y), and Y only where another layer
+    reads it (the fused layer's first output absent otherwise): 3·|S|·b + |S| bytes against the unfused
+    4·|S|·b (AddLayerNorm) + |S|·b + |S| (QuantizeLinear), and one launch instead of two."""
+    y, s = get_spec("AddLayerNormalization").reference(a_, b, scale, bias, axis=axis, epsilon=epsilon,
+                                                       stash_type=stash_type)
+    return y, s, quantize(y, q_scale, q_zero_point, q_dtype)
+
+
+def _attq_infer(q, k, v, mask=None, **a):
+    y = get_spec("Attention").reference(q, k, v, mask, scale=a["scale"], nan_to_zero=a["nan_to_zero"])
+    return y, torch.empty(y.shape, dtype=dtype_from_name(a["q_dtype"]), device="meta")
+
+
+@op("AttentionQuantize", attrs={"scale": None, "nan_to_zero": 0, "q_scale": REQUIRED, "q_zero_point": 0,
+                                "q_dtype": REQUIRED}, infer=_attq_infer)
+def attention_quantize(q, k, v, mask=None, *, scale=None, nan_to_zero=0, q_scale=None, q_zero_point=0, q_dtype=None):
+    """(O, Q(O)): Attention (ir/ops/fused.py) and its output, as stored in q's dtype, quantized per tensor — the
+    output projection's Q taken into the attention kernel's store (passes/rules/qdq_producer.py, once the Q has
+    climbed the Transpose/Reshape that merge the heads: qdq_hoist.py). The kernel writes 1 byte per output
+    element, and O only where another layer reads it: against O (2 bytes) written, read back and quantized by a
+    separate launch (2 + 2 + 1 bytes)."""
+    o = get_spec("Attention").reference(q, k, v, mask, scale=scale, nan_to_zero=nan_to_zero)
+    return o, quantize(o, q_scale, q_zero_point, q_dtype)
