@@ -20,11 +20,12 @@ from tensorforge.kernels.triton_attention import attention
 RNG = np.random.RandomState(5)
 
 
-def _quantized_projection(o_reader=False) -> tuple[bytes, str]:
-    """SelfAttention's merged heads o (2, 5, 16) → Q → DQ → MatMul(int8 weights, per column) → Q → DQ → z."""
+def _quantized_projection(o_reader=False, causal=False) -> tuple[bytes, str]:
+    """SelfAttention's merged heads o (2, 5, 16) → Q → DQ → MatMul(int8 weights, per column) → Q → DQ → z.
+    `causal`: GPT-2's mask from a constant buffer (the fused layer's mask input is then a build-time value)."""
     torch.manual_seed(3)
     x, mask = _inputs()
-    m = onnx.load_from_string(export_quiet(SelfAttention(), (x, mask), opset=17, dynamo=False))
+    m = onnx.load_from_string(export_quiet(SelfAttention(causal=causal), (x, mask), opset=17, dynamo=False))
     g = m.graph
     o = g.output[0].name
     w = RNG.randn(16, 8).astype(np.float32) * 0.3
@@ -51,9 +52,9 @@ def _quantized_projection(o_reader=False) -> tuple[bytes, str]:
     return m.SerializeToString(), "z"
 
 
-@pytest.mark.parametrize("o_reader", [False, True])
-def test_attention_takes_the_output_projections_q(o_reader):
-    model, z = _quantized_projection(o_reader)
+@pytest.mark.parametrize("o_reader,causal", [(False, False), (True, False), (False, True)])
+def test_attention_takes_the_output_projections_q(o_reader, causal):
+    model, z = _quantized_projection(o_reader, causal)
     engine, log = build_logged(model)
     names = ops(engine)
     if o_reader:         # the merged heads are read in float too: the Q stays below the views, with the reason
@@ -98,3 +99,15 @@ def test_triton_attention_quantize_codes_are_exact(dt, qname, zp, store_y):
     assert codes.stride() == o_kept.stride()                 # laid out as O: the head-merging views stay views
     assert torch.equal(codes.view(torch.uint8), _quantize_written_out(o_kept, scale, zp, codes.dtype).view(torch.uint8))
     assert codes.view(torch.uint8).float().std() > 1.0
+
+
+def test_shape_inference_takes_a_constant_mask_beside_meta_operands():
+    """GPT-2's causal mask is a build-time constant (a real tensor) while q, k, v are meta during shape inference:
+    inference must not mix the two devices (it did, and GPT-2 INT8 failed to build)."""
+    spec = get_spec("AttentionQuantize")
+    attrs = spec.resolve_attrs({"q_scale": 0.01, "q_zero_point": 0, "q_dtype": "int8"})
+    q = torch.empty(1, 12, 128, 64, dtype=torch.float16, device="meta")
+    mask = torch.tril(torch.ones(128, 128, dtype=torch.bool))
+    o, codes = spec.infer(q, q, q, mask, **attrs)
+    assert o.shape == (1, 12, 128, 64) and o.dtype == torch.float16
+    assert codes.shape == o.shape and codes.dtype == torch.int8

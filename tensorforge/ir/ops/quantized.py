@@ -200,6 +200,7 @@ def add_layer_normalization_quantize(a_, b, scale, bias=None, *, axis=-1, epsilo
 
 
 def _attq_infer(q, k, v, mask=None, **a):
+    q, k, v, mask = (t if t is None else t.to("meta") for t in (q, k, v, mask))    # a constant mask is real
     y = get_spec("Attention").reference(q, k, v, mask, scale=a["scale"], nan_to_zero=a["nan_to_zero"])
     return y, torch.empty(y.shape, dtype=dtype_from_name(a["q_dtype"]), device="meta")
 
