@@ -32,7 +32,8 @@ from .layout_walk import LayoutWalk
 from .layout_walk import random_fill as _random_fill  # noqa: F401 - the name tests import
 from .precompile import discover_jobs, queue_ahead
 from .timing_cache import TimingCache, device_key, layer_signature
-from .validation import CODE_SLACK, disagreement, reference_outputs, try_capture
+from .validation import (CODE_SLACK, CODE_SLACK_FRACTION, CODE_SLACK_FRACTIONS, disagreement, reference_outputs,
+                         try_capture)
 from .validation import disagreement as _disagreement  # noqa: F401 - the name tests import
 
 
@@ -369,7 +370,8 @@ def _choose_timed(layer: Layer, found, walk: LayoutWalk, timer: Timer, cache: Ti
         try:
             kernel = built.pop(tid, None) or tac.build(layer, cfg, walk.device)
             outs = kernel(inputs)
-            wrong = disagreement(outs, expected, config.tf32, CODE_SLACK.get(layer.op, ()))
+            wrong = disagreement(outs, expected, config.tf32, CODE_SLACK.get(layer.op, ()),
+                                 CODE_SLACK_FRACTIONS.get(layer.op, CODE_SLACK_FRACTION))
             if wrong is not None:
                 rejected[tid] = f"wrong results at the opt-point shapes: {wrong}"
                 continue

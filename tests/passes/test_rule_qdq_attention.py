@@ -111,3 +111,22 @@ def test_shape_inference_takes_a_constant_mask_beside_meta_operands():
     o, codes = spec.infer(q, q, q, mask, **attrs)
     assert o.shape == (1, 12, 128, 64) and o.dtype == torch.float16
     assert codes.shape == o.shape and codes.dtype == torch.int8
+
+
+def test_the_builders_check_accepts_the_flash_kernels_codes_and_rejects_a_shifted_zero_point():
+    """The builder validates a candidate against the op reference: the flash kernel's codes may sit one code away
+    where its fp16 output rounds across a boundary (CODE_SLACK_FRACTIONS), never two, and not everywhere."""
+    from tensorforge.builder.validation import CODE_SLACK, CODE_SLACK_FRACTIONS, disagreement
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(2, 4, 40, 32).half() for _ in range(3))
+    attrs = get_spec("AttentionQuantize").resolve_attrs({"q_scale": 0.004, "q_zero_point": 0, "q_dtype": "int8"})
+    want = list(get_spec("AttentionQuantize").reference(q, k, v, None, **attrs))
+    got = list(attention(q, k, v, None, quant={"scale": 0.004, "zero_point": 0, "dtype": "int8", "store_y": True}))
+    slack, fraction = CODE_SLACK["AttentionQuantize"], CODE_SLACK_FRACTIONS["AttentionQuantize"]
+    off = (got[1].int() - want[1].int()).abs()
+    assert int(off.max()) <= 1 and float((off > 0).float().mean()) <= fraction
+    assert disagreement(got, want, False, slack, fraction) is None
+    shifted = (got[1].to(torch.int16) + 1).clamp(-128, 127).to(torch.int8)
+    assert "codes" in disagreement([got[0], shifted], want, False, slack, fraction)
+    scaled = (got[1].float() * 1.03).round().clamp(-128, 127).to(torch.int8)     # a 3 % scale error
+    assert "codes" in disagreement([got[0], scaled], want, False, slack, fraction)
