@@ -26,6 +26,7 @@ from . import cpu_dnnl_conv  # noqa: F401  (CPU: oneDNN convolution primitives m
 from . import cpu_dnnl_matmul  # noqa: F401  (CPU: oneDNN matmul primitives made once per row count, C API)
 from . import cpu_dnnl_pool  # noqa: F401  (CPU: oneDNN max pooling primitive made once per shape, C API)
 from . import cpu_shape_ops  # noqa: F401  (CPU: Reshape/Unsqueeze/Squeeze with parsed shapes kept, scalar Gather)
+from . import byte_copy  # noqa: F401  (CUDA: a Reshape that copies 1-byte codes copies them 4 bytes at a time)
 from . import quant_int_mm  # noqa: F401  (QuantizedMatMul/Conv: torch._int_mm, exact int32, on CUDA and CPU)
 from . import fp8_scaled_mm  # noqa: F401  (QuantizedMatMul/Conv in FP8 E4M3: torch._scaled_mm on Hopper)
 from . import quant_float_exact  # noqa: F401  (QuantizedConv/ConvTranspose, depthwise too: exact float32 conv)

@@ -9,6 +9,7 @@ epilogue passes `fused_epilogue(a8, b8, z8, w_zp, bias, res2, params) -> (M, N) 
 
 import torch
 
+from .byte_copy import dense_rows
 from .quant_common import (as_int8, conv_is_gemm_reason, conv_weight_matrix, epilogue_2d, im2col, is_fp8,
                            quant_params, residual_rows, to_nchw, zero_point_correction)
 
@@ -87,7 +88,7 @@ def make_gemm_kernel(layer, device, gemm, fused_epilogue=None, implicit_conv=Fal
             res2 = residual_rows(res, a8.shape[0])
         else:
             lead = x.shape[:-1]
-            a8 = (x if is_fp8(x) else as_int8(x)).reshape(-1, x.shape[-1])
+            a8 = dense_rows(x if is_fp8(x) else as_int8(x))
             res2 = None if res is None else res.reshape(a8.shape[0], -1)
         if fused_epilogue is not None:
             y2 = fused_epilogue(a8, b8, z8, w_zp, bias, res2, post, p)

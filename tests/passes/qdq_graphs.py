@@ -4,7 +4,11 @@ optimisations disabled, which evaluates every QuantizeLinear/DequantizeLinear as
 import numpy as np
 import onnx
 import onnxruntime as ort
+import torch
 from onnx import TensorProto, helper, numpy_helper
+
+import tensorforge as tfg
+from tensorforge.ir import get_spec
 
 _NP = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8, TensorProto.INT32: np.int32}
 
@@ -94,3 +98,24 @@ def steps_off(got, want, step=1.0) -> np.ndarray:
 
 def onnx_model(data: bytes):
     return onnx.load_from_string(data)
+
+
+def quantize_written_out(y, scale, zp, qdt):
+    """QuantizeLinear(y) per tensor through the QuantizeLinear reference (the ONNX formula): the oracle of the
+    kernels that write Q(y) beside y."""
+    z = torch.zeros((), dtype=qdt) if qdt == torch.float8_e4m3fn else torch.tensor(zp, dtype=qdt)
+    return get_spec("QuantizeLinear").reference(y.float(), torch.tensor(scale, dtype=torch.float32), z)
+
+
+def check_codes_against_exact(model: bytes, engine, feeds: dict, z: str, step: float, min_equal: float,
+                              min_range: float):
+    """The engine's quantized output z against onnxruntime's exact Q/DQ evaluation (≤ 1 step everywhere, exactly
+    equal on ≥ min_equal of the elements, not a constant: max |z| > min_range) and against the unfused build
+    (optimisation level 0), which must give the same codes."""
+    got, want = engine.run(dict(feeds)), ort_exact(model, feeds)
+    off = steps_off(got[z], want[z], step)
+    assert off.max() <= 1 + 1e-5 and (off < 1e-5).mean() >= min_equal
+    assert np.abs(want[z]).max() > min_range
+    plain = tfg.build(model, device="cpu", optimization_level=0)
+    np.testing.assert_array_equal(got[z], plain.run(dict(feeds))[z])
+    return got, want

@@ -10,9 +10,8 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-import tensorforge as tfg
 from fusion_helpers import build_logged, export_quiet, ops
-from qdq_graphs import ort_exact, steps_off
+from qdq_graphs import check_codes_against_exact, quantize_written_out
 from test_rule_attention import SelfAttention, _inputs
 from tensorforge.ir import get_spec
 from tensorforge.kernels.triton_attention import attention
@@ -66,17 +65,8 @@ def test_attention_takes_the_output_projections_q(o_reader, causal):
         assert not layer.outputs[0]                           # O itself is never written
     x, mask = _inputs()
     feeds = {i.name: a for i, a in zip(onnx.load_from_string(model).graph.input, (x.numpy(), mask.numpy()))}
-    got, want = engine.run(dict(feeds)), ort_exact(model, feeds)
-    off = steps_off(got[z], want[z], 0.05)
-    assert off.max() <= 1 + 1e-5 and (off < 1e-5).mean() >= 0.95
-    assert np.abs(want[z]).max() > 0.3                        # not a constant output
-    plain = tfg.build(model, device="cpu", optimization_level=0)
-    np.testing.assert_array_equal(got[z], plain.run(dict(feeds))[z])
+    check_codes_against_exact(model, engine, feeds, z, 0.05, 0.95, 0.3)
 
-
-def _quantize_written_out(y, scale, zp, qdt):
-    z = torch.zeros((), dtype=qdt) if qdt == torch.float8_e4m3fn else torch.tensor(zp, dtype=qdt)
-    return get_spec("QuantizeLinear").reference(y.float(), torch.tensor(scale, dtype=torch.float32), z)
 
 
 @pytest.mark.parametrize("dt", [torch.float16, torch.float32])
@@ -89,7 +79,7 @@ def test_triton_attention_quantize_codes_are_exact(dt, qname, zp, store_y):
     scale = 0.01 if qname != "float8_e4m3fn" else 0.002
     attrs = get_spec("AttentionQuantize").resolve_attrs({"q_scale": scale, "q_zero_point": zp, "q_dtype": qname})
     want_o, want_q = get_spec("AttentionQuantize").reference(q, k, v, mask, **attrs)
-    assert torch.equal(want_q.view(torch.uint8), _quantize_written_out(want_o, scale, zp, want_q.dtype).view(torch.uint8))
+    assert torch.equal(want_q.view(torch.uint8), quantize_written_out(want_o, scale, zp, want_q.dtype).view(torch.uint8))
     quant = {"scale": scale, "zero_point": zp, "dtype": qname, "store_y": store_y}
     o, codes = attention(q, k, v, mask, quant=quant)
     assert (o is not None) == store_y
@@ -97,7 +87,7 @@ def test_triton_attention_quantize_codes_are_exact(dt, qname, zp, store_y):
     tol = 2e-3 if dt == torch.float16 else 1e-5
     torch.testing.assert_close(o_kept, want_o, rtol=tol, atol=tol)
     assert codes.stride() == o_kept.stride()                 # laid out as O: the head-merging views stay views
-    assert torch.equal(codes.view(torch.uint8), _quantize_written_out(o_kept, scale, zp, codes.dtype).view(torch.uint8))
+    assert torch.equal(codes.view(torch.uint8), quantize_written_out(o_kept, scale, zp, codes.dtype).view(torch.uint8))
     assert codes.view(torch.uint8).float().std() > 1.0
 
 

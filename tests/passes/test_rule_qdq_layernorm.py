@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fusion_helpers import build_logged, ops
-from qdq_graphs import G, ort_exact, steps_off
+from qdq_graphs import G, ort_exact, quantize_written_out, steps_off
 from tensorforge.ir import get_spec
 from tensorforge.kernels.triton_layernorm import layernorm
 
@@ -57,11 +57,6 @@ def test_per_axis_q_of_a_layernorm_is_not_fused_and_says_why():
     assert "per axis" in log
 
 
-def _quantize_written_out(y, scale, zp, qdt):
-    """QuantizeLinear(y) per tensor, through the QuantizeLinear reference (the ONNX formula)."""
-    z = torch.zeros((), dtype=qdt) if qdt == torch.float8_e4m3fn else torch.tensor(zp, dtype=qdt)
-    return get_spec("QuantizeLinear").reference(y.float(), torch.tensor(scale, dtype=torch.float32), z)
-
 
 def _bytes(t):
     return t.view(torch.uint8)
@@ -80,13 +75,13 @@ def test_triton_layernorm_quantize_is_bit_exact(xdt, qname, zp, rows):
     # the op reference is LayerNorm in x's dtype, then QuantizeLinear of that rounded y
     ln = torch.nn.functional.layer_norm(x.float(), (48,), w, b, 1e-5).to(xdt)
     torch.testing.assert_close(want_y, ln, rtol=1e-3, atol=2e-3)
-    assert torch.equal(_bytes(want_q), _bytes(_quantize_written_out(want_y, scale, zp, want_q.dtype)))
+    assert torch.equal(_bytes(want_q), _bytes(quantize_written_out(want_y, scale, zp, want_q.dtype)))
     y, q = layernorm(x, w, b, -1, 1e-5, rows=rows, quant={"scale": scale, "zero_point": zp, "dtype": qname})
     torch.testing.assert_close(y, want_y, rtol=1e-3 if xdt == torch.float16 else 1e-5,
                                atol=2e-3 if xdt == torch.float16 else 1e-5)
     # Q of the kernel's own y, exactly as QuantizeLinear computes it (y itself may differ from the reference by
     # a rounding of the statistics)
-    assert q.dtype == want_q.dtype and torch.equal(_bytes(q), _bytes(_quantize_written_out(y, scale, zp, q.dtype)))
+    assert q.dtype == want_q.dtype and torch.equal(_bytes(q), _bytes(quantize_written_out(y, scale, zp, q.dtype)))
     assert _bytes(q).float().std() > 1.0                      # many distinct codes: a wrong scale would show
 
 
