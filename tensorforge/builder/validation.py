@@ -66,9 +66,9 @@ CODE_SLACK_FRACTIONS = {"AttentionQuantize": 0.25}
 def disagreement(outs: list, expected: list | None, tf32: bool, code_slack: tuple = (),
                  code_fraction: float = CODE_SLACK_FRACTION) -> str | None:
     """None when every output matches the reference: exact for integers and bools (outputs in `code_slack`: within
-    one code on ≤ `code_fraction` of the elements, CODE_SLACK / CODE_SLACK_FRACTIONS); for floats, on the positions where the reference is finite,
-    max|out − ref| ≤ tol · max|ref| with tol 1e-2 (half types), 5e-3 (fp32 with TF32) or 1e-4 (fp32). These bounds
-    accept reordered accumulation, not a wrong kernel."""
+    one code on ≤ `code_fraction` of the elements, CODE_SLACK / CODE_SLACK_FRACTIONS); for floats, on the positions
+    where the reference is finite, max|out − ref| ≤ tol · max|ref| with tol 1e-2 (half types), 5e-3 (fp32 with
+    TF32) or 1e-4 (fp32). These bounds accept reordered accumulation, not a wrong kernel."""
     if expected is None:
         return None
     for i, (got, want) in enumerate(zip(outs, expected)):

@@ -16,7 +16,8 @@ import triton.language as tl
 
 from .registry import tactic, triton_device_reason
 from ..ir import dtype_from_name
-from .triton_layernorm import LAYERNORM_CONFIGS, _store_q, layernorm, quant_args, quant_attrs
+from .quant_store import quant_args, quant_attrs, store_codes
+from .triton_layernorm import LAYERNORM_CONFIGS, layernorm
 
 MAX_SINGLE = 16384
 
@@ -46,7 +47,7 @@ def _add_layernorm_kernel(A, B, W, Bias, S, Y, R1, N, sa0, sa1, sb0, sb1, eps, H
     if STORE_Y:
         tl.store(Y + row * N + cols, y.to(Y.dtype.element_ty), mask=mask)
     if Q_KIND != 0:
-        _store_q(Q + row * N + cols, y.to(Y.dtype.element_ty), mask, q_scale, q_r, q_zp, q_lo, q_hi, Q_KIND)
+        store_codes(Q + row * N + cols, y.to(Y.dtype.element_ty), mask, q_scale, q_r, q_zp, q_lo, q_hi, Q_KIND)
 
 
 def _rows(t: torch.Tensor) -> torch.Tensor:

@@ -21,7 +21,7 @@ import triton.language as tl
 
 from ..ir import dtype_from_name
 from .registry import tactic, triton_device_reason
-from .triton_layernorm import _store_q, quant_args, quant_attrs
+from .quant_store import quant_args, quant_attrs, store_codes
 
 CONFIGS = [{"BM": 128, "BN": 64, "warps": 8, "stages": 2}, {"BM": 64, "BN": 64, "warps": 4, "stages": 2},
            {"BM": 128, "BN": 32, "warps": 4, "stages": 3}, {"BM": 64, "BN": 32, "warps": 4, "stages": 3}]
@@ -81,7 +81,7 @@ def _attention_kernel(Q, K, V, Mask, O, H, SQ, SK, D, DV, sq_z, sq_h, sq_m, sq_d
     if STORE_O:
         tl.store(O + o_offs, out.to(O.dtype.element_ty), mask=o_mask)
     if QO_KIND != 0:
-        _store_q(QO + o_offs, out.to(O.dtype.element_ty), o_mask, qo_scale, qo_r, qo_zp, qo_lo, qo_hi, QO_KIND)
+        store_codes(QO + o_offs, out.to(O.dtype.element_ty), o_mask, qo_scale, qo_r, qo_zp, qo_lo, qo_hi, QO_KIND)
 
 
 def _as4d(t: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,7 @@ import triton.language as tl
 from ..ir import dtype_from_name
 from .registry import tactic, triton_device_reason
 from .torch_fused import layernorm_y_only_reason
-from .triton_int8_gemm import _quantize_r, reciprocal_scale
+from .quant_store import quant_args, quant_attrs, store_codes
 
 MAX_SINGLE = 16384
 MAX_TILE = 8192          # elements of a multi-row tile (ROWS · BLOCK_N) held in registers
@@ -53,7 +53,7 @@ def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stri
         if STORE_Y:
             tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
         if Q_KIND != 0:
-            _store_q(Q + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask, q_scale, q_r,
+            store_codes(Q + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask, q_scale, q_r,
                      q_zp, q_lo, q_hi, Q_KIND)
     elif SINGLE:
         mask = cols < N
@@ -70,7 +70,8 @@ def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stri
         if STORE_Y:
             tl.store(yr + cols, y.to(Y.dtype.element_ty), mask=mask)
         if Q_KIND != 0:
-            _store_q(Q + row * stride_y + cols, y.to(Y.dtype.element_ty), mask, q_scale, q_r, q_zp, q_lo, q_hi, Q_KIND)
+            store_codes(Q + row * stride_y + cols, y.to(Y.dtype.element_ty), mask, q_scale, q_r, q_zp, q_lo, q_hi,
+                        Q_KIND)
     else:
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for start in range(0, N, BLOCK_N):
@@ -91,24 +92,6 @@ def _layernorm_kernel(X, W, B, Y, M, N, R1, stride_x0, stride_x, stride_xc, stri
             if HAS_BIAS:
                 y += tl.load(B + c, mask=m, other=0.0).to(tl.float32)
             tl.store(yr + c, y.to(Y.dtype.element_ty), mask=m)
-
-
-@triton.jit
-def _store_q(ptr, y, mask, q_scale, q_r, q_zp, q_lo, q_hi, KIND: tl.constexpr):
-    """QuantizeLinear of y as stored (its float16/bfloat16/float32 value), bit-exact to the reference."""
-    q = _quantize_r(y.to(tl.float32), q_scale, q_r, q_zp, q_lo, q_hi, KIND)
-    if KIND == 1:
-        q = q.to(tl.int32)
-    tl.store(ptr, q.to(ptr.dtype.element_ty), mask=mask)
-
-
-def quant_args(scale: float, zero_point, qdt: torch.dtype, prefix: str = "q_") -> dict:
-    """The kernel arguments of a per-tensor quantized store (_store_q): scale, its reciprocal, zero point and the
-    integer range as floats, and the kind (1 int8/uint8, 2 float8 E4M3) as <PREFIX>KIND."""
-    lo, hi = (0.0, 255.0) if qdt == torch.uint8 else (-128.0, 127.0)
-    return {f"{prefix}scale": float(scale), f"{prefix}r": reciprocal_scale(scale), f"{prefix}zp": float(zero_point),
-            f"{prefix}lo": lo, f"{prefix}hi": hi,
-            f"{prefix.rstrip('_').upper()}_KIND": 2 if qdt == torch.float8_e4m3fn else 1}
 
 
 def _next_pow2(n: int) -> int:
@@ -233,10 +216,3 @@ class TritonLayerNormQuantize:
     def build(layer, cfg, device):
         return _rowwise_run(layer, cfg, quant_attrs(layer))
 
-
-def quant_attrs(layer) -> dict:
-    """The launchers' `quant` of a LayerNorm-Q layer: its per-tensor Q, and whether y is written (its first output
-    is absent when only the Q read y)."""
-    a = layer.attrs
-    return {"scale": a["q_scale"], "zero_point": a["q_zero_point"], "dtype": a["q_dtype"],
-            "store_y": bool(layer.outputs and layer.outputs[0])}

@@ -1,8 +1,8 @@
 """A per-tensor QuantizeLinear moves above the data-movement layers that feed it, so that it meets the layer
 computing its input and can fuse there:
 
-    ─► LayerNorm ─► y ─► Transpose ─► Q(s, z) ─► GEMM      ⇒     ─► LayerNorm ─► y ─► Q(s, z) ─► Transpose ─► GEMM
-    ─► Attention ─► o ─► Transpose ─► Reshape ─► Q ─► …    ⇒     ─► Attention ─► o ─► Q ─► Transpose ─► Reshape ─► …
+    LayerNorm ─► Transpose ─► Q ─► GEMM              ⇒   LayerNorm ─► Q ─► Transpose ─► GEMM
+    Attention ─► Transpose ─► Reshape ─► Q ─► GEMM   ⇒   Attention ─► Q ─► Transpose ─► Reshape ─► GEMM
 
 Exact: a per-tensor Q maps each element alone, q = sat(round(x / s) + z), and Reshape, Transpose, Flatten, Squeeze
 and Unsqueeze only move elements, so Q(view(x)) = view(Q(x)) element for element. The moved view then carries
