@@ -18,7 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..ir import get_spec
+from ..ir import dtype_from_name, get_spec
+from .quant_store import quant_args, quant_attrs, store_codes
 from .registry import tactic, triton_device_reason
 from .torch_fused import conv_attrs, epilogue_attrs, epilogue_operands
 from .triton_gemm import ACTIVATIONS, apply_activation
@@ -30,7 +31,10 @@ WARPS = 4
 @triton.jit
 def _conv_epilogue_kernel(Y, Bias, R, numel, C, HW, alpha, beta, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr,
                           RES_FIRST: tl.constexpr, ACT: tl.constexpr, CHANNELS_LAST: tl.constexpr,
-                          INT64: tl.constexpr, BLOCK: tl.constexpr):
+                          INT64: tl.constexpr, BLOCK: tl.constexpr, Q=None, q_scale=1.0, q_r=1.0, q_zp=0.0,
+                          q_lo=0.0, q_hi=0.0, Q_KIND: tl.constexpr = 0, STORE_Y: tl.constexpr = True):
+    # Q_KIND 1 (int8/uint8) / 2 (float8 E4M3): also Q = QuantizeLinear(y as stored), laid out like Y (the next
+    # quantized convolution's Q: FusedConvQuantize); STORE_Y False: y is rounded for the Q but not written back
     if INT64:
         offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     else:
@@ -51,7 +55,10 @@ def _conv_epilogue_kernel(Y, Bias, R, numel, C, HW, alpha, beta, HAS_BIAS: tl.co
     if HAS_RES:
         if not RES_FIRST:
             v += r
-    tl.store(Y + offs, v.to(Y.dtype.element_ty), mask=mask)
+    if STORE_Y:
+        tl.store(Y + offs, v.to(Y.dtype.element_ty), mask=mask)
+    if Q_KIND != 0:
+        store_codes(Q + offs, v.to(Y.dtype.element_ty), mask, q_scale, q_r, q_zp, q_lo, q_hi, Q_KIND)
 
 
 def _is_nhwc(t: torch.Tensor) -> bool:
@@ -61,8 +68,10 @@ def _is_nhwc(t: torch.Tensor) -> bool:
 
 
 def conv_bias_act_(y, bias=None, residual=None, activation="none", alpha=0.0, beta=0.0, residual_first=0,
-                   channels_last=None, block=BLOCK, warps=WARPS):
-    """y ← act(y + bias[c] [+ residual]) [+ residual] in ONE Triton launch, in place; returns y.
+                   channels_last=None, block=BLOCK, warps=WARPS, quant: dict | None = None):
+    """y ← act(y + bias[c] [+ residual]) [+ residual] in ONE Triton launch, in place; returns y. With `quant`
+    ({scale, zero_point, dtype, store_y}): (y, Q(y)), the codes of y as stored laid out like y; with store_y False
+    y is left as the convolution wrote it and (None, Q(y)) is returned.
 
     y: (N, C, *spatial), dense NCHW (any rank ≥ 2) or dense channels-last (4-D); channels_last=None reads the
     layout from y's strides. bias: C values (or None), any float dtype. residual: y's shape, made dense in y's
@@ -79,8 +88,14 @@ def conv_bias_act_(y, bias=None, residual=None, activation="none", alpha=0.0, be
         raise ValueError(f"the conv epilogue needs y dense in the {'NHWC' if channels_last else 'NCHW'} layout "
                          f"(shape {tuple(y.shape)}, strides {y.stride()})")
     numel, channels = y.numel(), y.shape[1]
+    q_args, codes = {}, None
+    if quant is not None:
+        codes = torch.empty_strided(y.shape, y.stride(), dtype=dtype_from_name(quant["dtype"]), device=y.device)
+        q_args = dict(Q=codes, STORE_Y=quant.get("store_y", True),
+                      **quant_args(quant["scale"], quant["zero_point"], codes.dtype))
+    result = y if quant is None else (y if quant.get("store_y", True) else None, codes)
     if numel == 0:
-        return y
+        return result
     hw = math.prod(y.shape[2:])
     if bias is not None:
         bias = bias.reshape(-1)
@@ -96,8 +111,8 @@ def conv_bias_act_(y, bias=None, residual=None, activation="none", alpha=0.0, be
                                 numel, channels, hw, float(alpha), float(beta), HAS_BIAS=bias is not None,
                                 HAS_RES=residual is not None, RES_FIRST=bool(residual_first), ACT=activation,
                                 CHANNELS_LAST=bool(channels_last), INT64=numel + block >= 2 ** 31, BLOCK=block,
-                                num_warps=warps)
-    return y
+                                num_warps=warps, **q_args)
+    return result
 
 
 def _spatial_rank_reason(attrs: dict) -> str | None:
@@ -171,3 +186,21 @@ class ConvTritonBias(_CudnnTritonEpilogue):
         if len(layer.inputs) < 3 or not layer.inputs[2]:
             return "the convolution has no bias: cuDNN alone does all the work (the other Conv tactics)"
         return _CudnnTritonEpilogue.supports(layer, device)
+
+
+@tactic("FusedConvQuantize", name="cudnn_triton_epilogue", configs=[{"layout": "nhwc"}, {"layout": "nchw"}],
+        priority=-140)
+class FusedConvQuantizeTritonEpilogue(_CudnnTritonEpilogue):
+    """FusedConv with the next quantized convolution's Q (ir/ops/quantized.py): the epilogue above also writes the
+    codes of y, and y itself only where another layer reads it."""
+
+    @staticmethod
+    def build(layer, cfg, device):
+        act, alpha, beta, res_first = epilogue_attrs(layer.attrs)
+        conv = bias_free_conv(layer, cfg.get("layout", "nchw") == "nhwc")
+        quant = quant_attrs(layer)
+
+        def run(inputs):
+            x, w, bias, residual = epilogue_operands(inputs)
+            return list(conv_bias_act_(conv(x, w), bias, residual, act, alpha, beta, res_first, quant=quant))
+        return run

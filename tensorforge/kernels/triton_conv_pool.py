@@ -20,6 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..ir import dtype_from_name
+from .quant_store import quant_args, quant_attrs, store_codes
 from .registry import tactic
 from .torch_fused import epilogue_attrs, epilogue_operands
 from .triton_conv_epilogue import _CudnnTritonEpilogue, _is_nhwc, bias_free_conv, conv_bias_act_
@@ -36,7 +38,10 @@ CONFIGS = ([{"layout": lay, "pool": "fused", **t} for lay in ("nhwc", "nchw") fo
 @triton.jit
 def _conv_pool_kernel(Y, Bias, R, P, C, S, s_n, s_c, s_s, alpha, beta, HAS_BIAS: tl.constexpr,
                       HAS_RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr, STORE_Y: tl.constexpr,
-                      BLOCK_C: tl.constexpr, BLOCK_HW: tl.constexpr):
+                      BLOCK_C: tl.constexpr, BLOCK_HW: tl.constexpr, Q=None, q_scale=1.0, q_r=1.0, q_zp=0.0, q_lo=0.0,
+                      q_hi=0.0, Q_KIND: tl.constexpr = 0, STORE_P: tl.constexpr = True):
+    # Q_KIND 1 / 2: also Q = QuantizeLinear(P as stored), (N, C) codes (FusedConvPoolQuantize: squeeze-excite's first
+    # 1×1 convolution reads the pooled vector through a Q); STORE_P False: P is rounded for the Q but not written
     n = tl.program_id(0).to(tl.int64)
     cs = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     c_ok = cs < C
@@ -64,14 +69,18 @@ def _conv_pool_kernel(Y, Bias, R, P, C, S, s_n, s_c, s_s, alpha, beta, HAS_BIAS:
             tl.store(Y + offs, stored, mask=mask)
         acc += tl.where(mask, stored.to(tl.float32), 0.0)
     mean = tl.sum(acc, axis=1) / S
-    tl.store(P + n * C + cs, mean.to(P.dtype.element_ty), mask=c_ok)
+    if STORE_P:
+        tl.store(P + n * C + cs, mean.to(P.dtype.element_ty), mask=c_ok)
+    if Q_KIND != 0:
+        store_codes(Q + n * C + cs, mean.to(P.dtype.element_ty), c_ok, q_scale, q_r, q_zp, q_lo, q_hi, Q_KIND)
 
 
 def conv_bias_act_pool_(y, bias=None, residual=None, activation="none", alpha=0.0, beta=0.0, residual_first=0,
-                        store_y=True, cfg=None):
+                        store_y=True, cfg=None, quant: dict | None = None):
     """(Y, P) from a raw 4-D convolution output y (dense NCHW or dense channels-last) in ONE Triton launch:
     Y = act(y + bias[c] [+ residual]) [+ residual] written over y when store_y (else y is left as it was and Y is
-    None), P = mean of Y over the spatial positions, shape (N, C, 1, 1), y's dtype."""
+    None), P = mean of Y over the spatial positions, shape (N, C, 1, 1), y's dtype. With `quant` ({scale,
+    zero_point, dtype, store_y}: store_y says whether P is written): (Y, P or None, Q(P))."""
     cfg = {**TILES[0], **(cfg or {})}
     if activation == "Gelu" and float(alpha) == 1.0:
         activation = "GeluTanh"
@@ -85,8 +94,16 @@ def conv_bias_act_pool_(y, bias=None, residual=None, activation="none", alpha=0.
     fmt = torch.channels_last if nhwc else torch.contiguous_format
     n, c, s = y.shape[0], y.shape[1], math.prod(y.shape[2:])
     pooled = torch.empty((n, c, 1, 1), dtype=y.dtype, device=y.device)
+    q_args, codes = {}, None
+    if quant is not None:
+        if s == 0:
+            raise ValueError("a quantized pool of an empty feature map (its mean is NaN) runs on the reference")
+        codes = torch.empty((n, c, 1, 1), dtype=dtype_from_name(quant["dtype"]), device=y.device)
+        q_args = dict(Q=codes, STORE_P=quant.get("store_y", True),
+                      **quant_args(quant["scale"], quant["zero_point"], codes.dtype))
     if pooled.numel() == 0 or s == 0:
-        return (y if store_y else None), pooled.fill_(float("nan")) if s == 0 else pooled
+        out = (y if store_y else None), pooled.fill_(float("nan")) if s == 0 else pooled
+        return out if codes is None else (*out, codes)
     if bias is not None:
         bias = bias.reshape(-1)
         bias = (bias.expand(c) if bias.numel() != c else bias).contiguous()
@@ -98,8 +115,10 @@ def conv_bias_act_pool_(y, bias=None, residual=None, activation="none", alpha=0.
                             c, s, y.stride(0), s_c, s_s, float(alpha), float(beta), HAS_BIAS=bias is not None,
                             HAS_RES=residual is not None, RES_FIRST=bool(residual_first), ACT=activation,
                             STORE_Y=bool(store_y), BLOCK_C=cfg["BLOCK_C"], BLOCK_HW=cfg["BLOCK_HW"],
-                            num_warps=cfg["warps"])
-    return (y if store_y else None), pooled
+                            num_warps=cfg["warps"], **q_args)
+    if codes is None:
+        return (y if store_y else None), pooled
+    return (y if store_y else None), (pooled if quant.get("store_y", True) else None), codes
 
 
 @tactic("FusedConvPool", name="cudnn_triton_pool", configs=CONFIGS, priority=-140)
@@ -125,4 +144,28 @@ class FusedConvPoolTriton:
                 y = conv_bias_act_(y, bias, residual, act, alpha, beta, res_first)
                 return [y if store_y else None, global_avg_pool(y)]
             return list(conv_bias_act_pool_(y, bias, residual, act, alpha, beta, res_first, store_y, tile))
+        return run
+
+
+@tactic("FusedConvPoolQuantize", name="cudnn_triton_pool", configs=[c for c in CONFIGS if c["pool"] == "fused"],
+        priority=-140)
+class FusedConvPoolQuantizeTriton:
+    """FusedConvPool with squeeze-excite's Q of the pooled vector (ir/ops/quantized.py): the fused pooling pass above
+    also writes P's codes, and P itself only where another layer reads it."""
+
+    supports = staticmethod(FusedConvPoolTriton.supports)
+
+    @staticmethod
+    def build(layer, cfg, device):
+        act, alpha, beta, res_first = epilogue_attrs(layer.attrs)
+        conv = bias_free_conv(layer, cfg.get("layout", "nchw") == "nhwc")
+        store_y = bool(layer.outputs and layer.outputs[0])
+        quant = quant_attrs(layer)                 # its store_y: whether P (the output the Q reads) is written
+        quant["store_y"] = bool(layer.outputs[1])
+        tile = {k: cfg[k] for k in ("BLOCK_C", "BLOCK_HW", "warps") if k in cfg}
+
+        def run(inputs):
+            x, w, bias, residual = epilogue_operands(inputs)
+            return list(conv_bias_act_pool_(conv(x, w), bias, residual, act, alpha, beta, res_first, store_y, tile,
+                                            quant))
         return run

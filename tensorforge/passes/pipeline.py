@@ -25,7 +25,7 @@ from .rules.identity import remove_noops
 from .rules.qdq import fuse_qdq
 from .rules.qdq_dual import fuse_output_quantize
 from .rules.qdq_hoist import hoist_quantize
-from .rules.qdq_producer import fuse_producer_quantize
+from .rules.qdq_producer import fuse_conv_quantize, fuse_producer_quantize
 from .rules import qdq_epilogue
 from .view_chains import collapse_view_chains
 from .rules.base import rule_pass
@@ -63,6 +63,7 @@ LATE_PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("producer-quantize", 1, fuse_producer_quantize),   # the next GEMM's Q written by the LayerNorm/Attention before it
     ("conv-bias-layernorm", 3, move_conv_bias_into_layernorm),
     ("conv-pool", 3, fuse_conv_pool),
+    ("conv-quantize", 1, fuse_conv_quantize),   # the next quantized conv's Q in a float conv's epilogue / pooling
     ("pointwise-chains", 3, pointwise.group_pointwise_chains),
 ]
 

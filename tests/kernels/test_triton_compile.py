@@ -82,17 +82,19 @@ for dt in ("*fp16", "*fp32"):
                  {**ptrs(["A", "B", "W", "Bias", "S", "Y"], dt), **{n: "i32" for n in "R1 N sa0 sa1 sb0 sb1".split()},
                   "eps": "fp32", "Q": "*i8", **ln_q},
                  {"HAS_BIAS": True, "STORE_S": store_s, "BLOCK_N": 1024, "Q_KIND": 1, "STORE_Y": False})
+    q = dt == "*fp16"         # fp16: FusedConvQuantize / FusedConvPoolQuantize (int8 codes, float output unwritten)
     compile_(f"conv_epilogue{dt}", triton_conv_epilogue._conv_epilogue_kernel,
-             {**ptrs(["Y", "Bias", "R"], dt), "numel": "i32", "C": "i32", "HW": "i32", "alpha": "fp32", "beta": "fp32"},
+             {**ptrs(["Y", "Bias", "R"], dt), "numel": "i32", "C": "i32", "HW": "i32", "alpha": "fp32", "beta": "fp32",
+              "Q": "*i8" if q else dt, **ln_q},
              {"HAS_BIAS": True, "HAS_RES": True, "RES_FIRST": False, "ACT": "HardSwish",
-              "CHANNELS_LAST": dt == "*fp16", "INT64": False, "BLOCK": 1024})
+              "CHANNELS_LAST": dt == "*fp16", "INT64": False, "BLOCK": 1024, "Q_KIND": int(q), "STORE_Y": not q})
     compile_(f"gap{dt}", triton_pool._gap_kernel, {**ptrs("XY", dt), **{n: "i32" for n in "C S s_n s_c s_s".split()}},
              {"BLOCK_C": 32, "BLOCK_HW": 32})
     compile_(f"conv_pool{dt}", triton_conv_pool._conv_pool_kernel,
              {**ptrs(["Y", "Bias", "R", "P"], dt), **{n: "i32" for n in "C S s_n s_c s_s".split()},
-              "alpha": "fp32", "beta": "fp32"},
+              "alpha": "fp32", "beta": "fp32", "Q": "*i8" if q else dt, **ln_q},
              {"HAS_BIAS": True, "HAS_RES": dt == "*fp16", "RES_FIRST": False, "ACT": "Silu",
-              "STORE_Y": dt == "*fp32", "BLOCK_C": 16, "BLOCK_HW": 128})
+              "STORE_Y": dt == "*fp32", "BLOCK_C": 16, "BLOCK_HW": 128, "Q_KIND": int(q), "STORE_P": not q})
 
 nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
 for dt, tdt in (("float32", torch.float32), ("float16", torch.float16)):

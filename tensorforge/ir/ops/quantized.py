@@ -215,3 +215,31 @@ def attention_quantize(q, k, v, mask=None, *, scale=None, nan_to_zero=0, q_scale
     separate launch (2 + 2 + 1 bytes)."""
     o = get_spec("Attention").reference(q, k, v, mask, scale=scale, nan_to_zero=nan_to_zero)
     return o, quantize(o, q_scale, q_zero_point, q_dtype)
+
+
+_FUSED_CONV_ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
+                     "strides": None, "activation": "none", "alpha": 0.0, "beta": 0.0, "residual_first": 0}
+_Q_ATTRS = {"q_scale": REQUIRED, "q_zero_point": 0, "q_dtype": REQUIRED}
+
+
+def _conv_attrs(a: dict) -> dict:
+    return {k: a[k] for k in _FUSED_CONV_ATTRS}
+
+
+@op("FusedConvQuantize", attrs={**_FUSED_CONV_ATTRS, **_Q_ATTRS})
+def fused_conv_quantize(x, w, bias=None, residual=None, slope=None, **a):
+    """(Y, Q(Y)): FusedConv (ir/ops/fused.py) and its output, as stored in x's dtype, quantized per tensor — the next
+    quantized convolution's Q in the epilogue (passes/rules/qdq_producer.py): a mobile net's depthwise convolution,
+    kept in float under INT8, feeding the 1×1 projection. The epilogue writes 1 byte per element, and Y only where
+    another layer reads it: against Y (2 bytes) written, read back and quantized by a separate launch (2 + 2 + 1)."""
+    y = get_spec("FusedConv").reference(x, w, bias, residual, slope, **_conv_attrs(a))
+    return y, quantize(y, a["q_scale"], a["q_zero_point"], a["q_dtype"])
+
+
+@op("FusedConvPoolQuantize", attrs={**_FUSED_CONV_ATTRS, **_Q_ATTRS})
+def fused_conv_pool_quantize(x, w, bias=None, residual=None, slope=None, **a):
+    """(Y, P, Q(P)): FusedConvPool (Y and its spatial mean P) with P, as stored in x's dtype, quantized per tensor —
+    squeeze-excite's first 1×1 convolution reads the pooled vector through a Q. The pooling pass writes the N·C
+    codes beside P (and P only where another layer reads it): one launch less per squeeze-excite block."""
+    y, p = get_spec("FusedConvPool").reference(x, w, bias, residual, slope, **_conv_attrs(a))
+    return y, p, quantize(p, a["q_scale"], a["q_zero_point"], a["q_dtype"])

@@ -21,9 +21,14 @@ from ..pattern import Graph
 from .base import record_rejection
 from .qdq_params import quantize_params
 
-NAME = "LayerNorm / AddLayerNorm / Attention → Q(y) ⇒ one layer also writing Q(y)"
-FUSED = {"LayerNormalization": "LayerNormalizationQuantize", "AddLayerNormalization": "AddLayerNormalizationQuantize",
-         "Attention": "AttentionQuantize"}
+NAME = "LayerNorm / AddLayerNorm / Attention / FusedConv(Pool) → Q(y) ⇒ one layer also writing Q(y)"
+# op → (fused op, index of the output the Q reads)
+FUSED = {"LayerNormalization": ("LayerNormalizationQuantize", 0),
+         "AddLayerNormalization": ("AddLayerNormalizationQuantize", 0),
+         "Attention": ("AttentionQuantize", 0)}
+OUTPUTS = {"AddLayerNormalization": 2, "FusedConvPool": 2}     # outputs before the Q's (absent ones as "")
+# after conv-pool (pipeline.py): a FusedConv read by a GlobalAveragePool must first become a FusedConvPool
+CONV_FUSED = {"FusedConv": ("FusedConvQuantize", 0), "FusedConvPool": ("FusedConvPoolQuantize", 1)}
 
 
 def _reason(ln: Layer) -> str | None:
@@ -34,20 +39,22 @@ def _reason(ln: Layer) -> str | None:
     return None
 
 
-def fuse_producer_quantize(net, shape_points=None, rejections=None, **_) -> int:
-    """Every LayerNormalization / AddLayerNormalization whose normalised output y a per-tensor QuantizeLinear reads
-    becomes the fused op with Q(y) as its last output; y stays an output only where another layer (or the network)
-    reads it — absent otherwise, so the kernel does not write it (ViT's LayerNorm → Q before the QKV GEMM, once the
-    Q has climbed the Transpose between them: qdq_hoist.py)."""
+def fuse_producer_quantize(net, shape_points=None, rejections=None, fused: dict | None = None, **_) -> int:
+    """Every layer of an op in `fused` (default FUSED) whose output y a per-tensor QuantizeLinear reads becomes the
+    fused op with Q(y) as its last output; y stays an output only where another layer (or the network) reads it —
+    absent otherwise, so the kernel does not write it (ViT's LayerNorm → Q before the QKV GEMM, once the Q has
+    climbed the Transpose between them: qdq_hoist.py)."""
+    fused = FUSED if fused is None else fused
     g = Graph(net, shape_points)
     users = net.consumers()
     drop: set[int] = set()
     out = []
     for layer in net.layers:
-        if layer.op not in FUSED or id(layer) in drop:
+        if layer.op not in fused or id(layer) in drop:
             out.append(layer)
             continue
-        y = layer.outputs[0] if layer.outputs else None
+        op, index = fused[layer.op]
+        y = layer.outputs[index] if len(layer.outputs) > index else None
         qs = [u for u in users.get(y, []) if u.op == "QuantizeLinear" and u.inputs[0] == y] if y else []
         why = _reason(layer) if qs else None
         params = None
@@ -61,15 +68,19 @@ def fuse_producer_quantize(net, shape_points=None, rejections=None, **_) -> int:
         attrs = dict(layer.attrs)
         attrs.update(q_scale=params["scale"], q_zero_point=params["zero_point"], q_dtype=params["dtype"])
         y_read = g.is_output(y) or any(u is not qs[0] for u in users.get(y, []))
-        outputs = [y if y_read else "", *layer.outputs[1:2], qs[0].outputs[0]]
-        if layer.op == "AddLayerNormalization" and len(outputs) == 2:
-            outputs.insert(1, "")                 # the sum, absent: nothing reads it
-        op = FUSED[layer.op]
-        fused = Layer(layer.name, op, list(layer.inputs), outputs, get_spec(op).resolve_attrs(attrs))
-        fused.origin = layer.origin + [o for o in qs[0].origin if o not in layer.origin]
-        fused.precision, fused.placement = layer.precision, layer.placement
+        outputs = list(layer.outputs) + [""] * (OUTPUTS.get(layer.op, 1) - len(layer.outputs))   # absent ones named
+        outputs[index] = y if y_read else ""
+        outputs.append(qs[0].outputs[0])
+        new = Layer(layer.name, op, list(layer.inputs), outputs, get_spec(op).resolve_attrs(attrs))
+        new.origin = layer.origin + [o for o in qs[0].origin if o not in layer.origin]
+        new.precision, new.placement = layer.precision, layer.placement
         drop.add(id(qs[0]))
-        out.append(fused)
+        out.append(new)
     changed = len(drop)
     net.layers = [la for la in out if id(la) not in drop]
     return changed
+
+
+def fuse_conv_quantize(net, shape_points=None, rejections=None, **options) -> int:
+    """fuse_producer_quantize for FusedConv and FusedConvPool (run after conv-pool)."""
+    return fuse_producer_quantize(net, shape_points, rejections, fused=CONV_FUSED)
