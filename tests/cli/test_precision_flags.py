@@ -182,5 +182,8 @@ def test_layer_names_from_dump_layer_info_are_accepted(setup, capsys):
     assert code == 0, err
     layers = json.loads(info2.read_text())["Layers"]
     conv1 = [la for la in layers if "conv1" in la["Origin"] and la["LayerType"] not in ("Cast",)]
-    assert conv1 and all(la["Precision"] == "float32" and "Quantize" not in la["LayerType"] for la in conv1)
+    # conv1 computes in float32 (no Quantized* op); its epilogue may write the next layer's int8 input
+    # (FusedConvQuantize: conv2's Q fused into conv1, passes/rules/qdq_producer.py), as TensorRT fuses a reformat
+    assert conv1 and all(la["Precision"] == "float32" and not la["LayerType"].startswith("Quantized")
+                         and la["LayerType"] not in ("QuantizeLinear", "DequantizeLinear") for la in conv1)
     assert any("conv2" in la["Origin"] and la["LayerType"].startswith("Quantized") for la in layers)

@@ -13,7 +13,10 @@ AddLayerNormalizationQuantize → (y, S, Q(y)) — ViT-B/16 INT8's 12 Qs before 
 the fused layer's first output is absent and y is never written (1 byte per element instead of 2 + 2 + 1).
 Attention takes the output projection's Q likewise (AttentionQuantize → (O, Q(O))): BERT-base and ViT-B/16 INT8
 quantize every attention output, 12 Qs each, once qdq_hoist.py has moved them above the head-merging views.
-Entry point: `fuse_producer_quantize(net, shape_points=..., rejections=None) -> changes`.
+Float convolutions the same way, in a second pass after conv-pool (`fuse_conv_quantize`): FusedConv → Q(y) ⇒
+FusedConvQuantize (the Q in the conv epilogue), FusedConvPool → Q(P) ⇒ FusedConvPoolQuantize (squeeze-excite's
+pooled vector, quantized by the pooling pass) — MobileNetV3's depthwise convolutions stay float under INT8.
+Entry points: `fuse_producer_quantize(net, shape_points=..., rejections=None) -> changes`, `fuse_conv_quantize`.
 """
 
 from ...ir import Layer, get_spec
