@@ -96,3 +96,18 @@ def test_triton_conv_pool_codes_are_exact(qname, zp, store_p):
     ref = get_spec("GlobalAveragePool").reference(y_kept.float())
     torch.testing.assert_close(p_kept.float(), ref, rtol=2e-3, atol=2e-3)
     assert codes.float().std() > 1.0
+
+
+def test_the_fused_quantize_layers_survive_an_engine_round_trip(tmp_path):
+    """Engines are data: the new ops' scales travel as attributes in the manifest and load back to the same run."""
+    import tensorforge as tfg
+    model, z = _dw_then_quantized_pointwise(se=True)
+    engine, _ = build_logged(model)
+    assert "FusedConvPoolQuantize" in ops(engine)
+    path = tmp_path / "se.engine"
+    engine.save(str(path))
+    again = tfg.load(str(path), device="cpu")
+    feeds = {"x": RNG.randn(2, 8, 9, 9).astype(np.float32)}
+    np.testing.assert_array_equal(np.asarray(engine.run(dict(feeds))[z]), np.asarray(again.run(dict(feeds))[z]))
+    layer = next(la for la in again.data.layers if la.op == "FusedConvPoolQuantize")
+    assert layer.attrs["q_scale"] == pytest.approx(0.01) and layer.attrs["q_dtype"] == "int8"
