@@ -22,12 +22,12 @@ from ...ir import get_spec
 from ...util.log import get_logger
 from ..pattern import AnyOf, Const, Op, Var
 from .base import Rule, rule_pass
-from .epilogue import _activation, per_channel_reason
+from .epilogue import per_channel_reason
 from .qdq_int4 import BlockedWeightMatMul
+from .qdq_patterns import ACTIVATION_OPS, activation_of, activations_of, quantize_of
 from .qdq_params import QUANT_TYPES, dequant, dequantized_constant, per_tensor, quantize_params, quantized_constant
 
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
-_ACTS = ("Relu", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "HardSigmoid", "HardSwish", "Gelu")
 
 
 def _dq_input(g, name):
@@ -50,41 +50,21 @@ def _computed(g, name):
     return None
 
 
-def _q(inner, name):
-    return AnyOf(Op("QuantizeLinear", inner, Const(name=name + "_s"), Const(name=name + "_z"), name=name),
-                 Op("QuantizeLinear", inner, Const(name=name + "_s"), name=name))
-
-
-def _acts(z, name):
-    return [Op(a, z, name=name) for a in _ACTS] + [
-        Op("Clip", z, Const(name=name + "_lo"), Const(name=name + "_hi"), name=name),
-        Op("Clip", z, Const(name=name + "_lo"), name=name), Op("Mul", z, Op("Sigmoid", z), name=name)]
-
-
 def _chain(core):
     biased = AnyOf(Op("Add", core, Var("bias", _known_float), name="bias_add"), core)
-    act1 = AnyOf(*_acts(biased, "act1"), biased)
-    mid = AnyOf(Op("DequantizeLinear", _q(act1, "mid_q"), Const(name="mid_dq_s"), Const(name="mid_dq_z"),
+    act1 = AnyOf(*activations_of(biased, "act1"), biased)
+    mid = AnyOf(Op("DequantizeLinear", quantize_of(act1, "mid_q"), Const(name="mid_dq_s"), Const(name="mid_dq_z"),
                    name="mid_dq"),
-                Op("DequantizeLinear", _q(act1, "mid_q"), Const(name="mid_dq_s"), name="mid_dq"), act1)
+                Op("DequantizeLinear", quantize_of(act1, "mid_q"), Const(name="mid_dq_s"), name="mid_dq"), act1)
     post = AnyOf(Op("Add", mid, Var("post_bias", _known_float), name="post_add"), mid)
     res = AnyOf(Op("Add", post, Var("res", _computed), name="res_add"), post)
-    act2 = AnyOf(*_acts(res, "act2"), res)
-    return AnyOf(_q(act2, "out_q"), act2)
+    act2 = AnyOf(*activations_of(res, "act2"), res)
+    return AnyOf(quantize_of(act2, "out_q"), act2)
 
 
 def _core(op_name):
     x, w = Var("x", _dq_input), Var("w", _dq_weight)
     return AnyOf(Op(op_name, x, w, Var("cbias", _known_float), name="core"), Op(op_name, x, w, name="core"))
-
-
-def _activation_of(m, key) -> tuple[str, float, float]:
-    layer = m.get(key)
-    if layer is not None and layer.op == "Clip":       # epilogue._activation reads clip_lo/clip_hi
-        lo = float(m[key + "_lo.value"].reshape(-1)[0])
-        hi = float(m[key + "_hi.value"].reshape(-1)[0]) if key + "_hi" in m.binds else float("inf")
-        return "Clip", lo, hi
-    return _activation(layer, m)
 
 
 class QDQFusion(Rule):
@@ -95,7 +75,7 @@ class QDQFusion(Rule):
 
     def __init__(self):
         self.pattern = _chain(_core(self.op))
-        self.roots = {"QuantizeLinear", "Add", "Clip", "Mul", self.op, *_ACTS}
+        self.roots = {"QuantizeLinear", "Add", "Clip", "Mul", self.op, *ACTIVATION_OPS}
 
     # ---- per-op geometry: weight (canonical layout, channel axis), output channel axis --------------------
     def weight_axis(self, core, w: torch.Tensor) -> tuple[int, str | None]:
@@ -178,7 +158,7 @@ class QDQFusion(Rule):
             if key in m.binds:
                 b = dequantized_constant(g, m[key])[0].float().reshape(-1).expand(channels)
                 parts.append(b * float(core.attrs.get("beta", 1.0)) if key == "cbias" and core.op == "Gemm" else b)
-        act, alpha, beta = _activation_of(m, "act1" if m.get("act1") is not None else "act2")
+        act, alpha, beta = activation_of(m, "act1" if m.get("act1") is not None else "act2")
         geometry = self.core_attrs(core)
         if self.op in ("Conv", "ConvTranspose") and not geometry.get("kernel_shape"):   # ONNX: from the weights
             geometry["kernel_shape"] = [int(d) for d in w.shape[2:]]

@@ -12,7 +12,7 @@ and the next layer's QuantizeLinear — into it (implicit INT8 and ModelOpt BERT
 from ..pattern import AnyOf, Op, Var
 from .base import Rule, rule_pass
 from .epilogue import per_channel_reason
-from .qdq import _ACTS, _activation_of, _acts, _q
+from .qdq_patterns import ACTIVATION_OPS, activation_of, activations_of, quantize_of
 from .qdq_params import dequantized_constant, quantize_params
 from .qdq_pool import quantize_before_maxpool
 
@@ -25,14 +25,14 @@ def _known_float(g, name):
 
 _core = Op(FUSED, any_inputs=True, name="core")
 _biased = AnyOf(Op("Add", _core, Var("bias", _known_float), name="bias_add"), _core)
-_act = AnyOf(*_acts(_biased, "act2"), _biased)
-PATTERN = AnyOf(_q(_act, "out_q"), _act)
+_act = AnyOf(*activations_of(_biased, "act2"), _biased)
+PATTERN = AnyOf(quantize_of(_act, "out_q"), _act)
 
 
 class QuantizedEpilogue(Rule):
     name = "Q(act(Quantized*(x, w) + b)) ⇒ Quantized*(x, w; b, act, Q)"
     anchor = set(FUSED.split("|"))
-    roots = {"QuantizeLinear", "Add", "Clip", "Mul", *_ACTS}
+    roots = {"QuantizeLinear", "Add", "Clip", "Mul", *ACTIVATION_OPS}
     pattern = PATTERN
 
     def check(self, m, g):
@@ -69,7 +69,7 @@ class QuantizedEpilogue(Rule):
             if inputs[2]:
                 b = b + net.constants[inputs[2]].float().reshape(-1)
             inputs[2] = net.add_constant(net.unique_name(f"{core.name}/epilogue_bias"), b.clone())
-        act, alpha, beta = _activation_of(m, "act2")
+        act, alpha, beta = activation_of(m, "act2")
         attrs = {**core.attrs, "activation": act, "alpha": alpha, "beta": beta, "residual_first": 1}
         if m.get("out_q") is not None:
             p = m["out_q.params"]

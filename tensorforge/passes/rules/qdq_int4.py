@@ -19,6 +19,7 @@ from ..pattern import AnyOf, Op, Var
 from .base import Rule
 from .epilogue import per_channel_reason
 from .qdq_params import constant_through, dequantized_constant
+from .qdq_patterns import ACTIVATION_OPS, activation_of, activations_of
 
 WEIGHT_TYPES = (torch.int4, torch.uint4, torch.int8, torch.uint8)
 
@@ -58,8 +59,7 @@ _biased = AnyOf(Op("Add", _core, Var("bias", _bias), name="bias_add"), _core)
 
 
 def _pattern():
-    from .qdq import _acts
-    return AnyOf(*_acts(_biased, "act2"), _biased)
+    return AnyOf(*activations_of(_biased, "act2"), _biased)
 
 
 class BlockedWeightMatMul(Rule):
@@ -67,9 +67,8 @@ class BlockedWeightMatMul(Rule):
     anchor = "MatMul"
 
     def __init__(self):
-        from .qdq import _ACTS
         self.pattern = _pattern()
-        self.roots = {"MatMul", "Add", "Clip", "Mul", *_ACTS}
+        self.roots = {"MatMul", "Add", "Clip", "Mul", *ACTIVATION_OPS}
 
     def check(self, m, g):
         shape = g.shape(m["core"].outputs[0])
@@ -82,7 +81,6 @@ class BlockedWeightMatMul(Rule):
         return None
 
     def rewrite(self, m, g):
-        from .qdq import _activation_of
         net = g.net
         (w, s, zp, bs), _ = blocked_weight(g, m["w"])
         stored = from_int(as_int(w).t().contiguous(), w.dtype)
@@ -94,7 +92,7 @@ class BlockedWeightMatMul(Rule):
         if "bias" in m.binds:
             b = dequantized_constant(g, m["bias"])[0].float().reshape(-1).expand(w.shape[1])
             inputs[4] = net.add_constant(net.unique_name(f"{m['core'].name}/bias"), b.clone())
-        act, alpha, beta = _activation_of(m, "act2")
+        act, alpha, beta = activation_of(m, "act2")
         attrs = get_spec("BlockQuantizedMatMul").resolve_attrs(
             {"block_size": bs, "activation": act, "alpha": alpha, "beta": beta})
         while inputs and not inputs[-1]:
