@@ -24,7 +24,7 @@ in the cache.
 """
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -77,12 +77,13 @@ def _user_cache(config) -> TimingCache | None:
     return TimingCache.load(config.timing_cache_path) if config.timing_cache_path else None
 
 
-def _node_costs(net: Network, config, programs: list | None = None,
+def _node_costs(net: Network, config, build_engine: Callable, programs: list | None = None,
                 seed: TimingCache | None = None) -> tuple[dict[str, float], object, TimingCache]:
-    """One trial build: per-ONNX-node costs, the engine, and the trial's cache (`seed`'s entries, the user's timing
-    cache, plus what the trial timed). Seeded, a trial of a network the cache has seen chooses exactly what the
-    cache says — the FP16 trial then is the engine an --fp16 build with that cache makes — instead of re-timing."""
-    from .builder import build_engine
+    """One trial build (`build_engine`: the builder's own entry point, handed down so that this module does not
+    import the builder that imports it): per-ONNX-node costs, the engine, and the trial's cache (`seed`'s entries,
+    the user's timing cache, plus what the trial timed). Seeded, a trial of a network the cache has seen chooses
+    exactly what the cache says — the FP16 trial then is the engine an --fp16 build with that cache makes — instead
+    of re-timing."""
     cache = _RecordingCache()
     if seed is not None:
         cache.merge(seed)
@@ -153,7 +154,7 @@ def verdict_line(verdict: dict) -> str:
             f"{verdict['fp16_ms']:.4f} ms: {kept} (a mixed engine must be faster by more than {100 * GAIN:.1f} %)")
 
 
-def choose_precisions(net: Network, config, device: torch.device) -> BestChoice | None:
+def choose_precisions(net: Network, config, device: torch.device, build_engine: Callable) -> BestChoice | None:
     log = get_logger()
     seed = _user_cache(config)
     timed = config.optimization_level > 0 and (device.type == "cuda" or seed is not None)
@@ -162,7 +163,7 @@ def choose_precisions(net: Network, config, device: torch.device) -> BestChoice 
                  "quantizable layer runs INT8")
         return None
     base = replace(config, best=False, fp16=True)
-    q_costs, q_engine, q_cache = _node_costs(net.copy(), replace(base, int8=True), seed=seed)
+    q_costs, q_engine, q_cache = _node_costs(net.copy(), replace(base, int8=True), build_engine, seed=seed)
     quant = q_engine.build_info.get("quantization")
     if not quant:
         _keep_trial_timings(config, [q_cache])
@@ -173,7 +174,7 @@ def choose_precisions(net: Network, config, device: torch.device) -> BestChoice 
     floats = [(n, p) for n, p in config.layer_precisions or [] if p not in QUANTIZED]        # the FP16 trial
     f_costs, f_engine, f_cache = _node_costs(net.copy(), replace(base, int8=False, fp8=False, calibration=None,
                                                                  layer_precisions=floats),  # cannot meet int8 entries
-                                             programs, seed=seed)
+                                             build_engine, programs, seed=seed)
     _keep_trial_timings(config, [q_cache, f_cache])
     choice = BestChoice(amax=amax)
     if programs:

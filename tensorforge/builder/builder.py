@@ -157,7 +157,7 @@ def _build(network: Network, config: BuilderConfig, device, progress, programs: 
     resolved = resolve_profiles(net, config.profiles)
     points = shape_points(resolved)
     prec = precision_step.begin(net, config)
-    precision_step.quantize(net, config, device, points, prec)      # --int8/--fp8/--best: calibrated Q/DQ layers
+    precision_step.quantize(net, config, device, points, prec, build_engine)   # --int8/--fp8/--best: Q/DQ layers
     phase("precision")
 
     try:    # constant folding evaluates every layer: a bad shape/axes/k value surfaces here first

@@ -92,13 +92,15 @@ def _expand(net: Network, entries: list, config, points: list[dict]) -> list:
     return out
 
 
-def quantize(net: Network, config, device, points: list[dict], state: PrecisionState) -> None:
+def quantize(net: Network, config, device, points: list[dict], state: PrecisionState, build_engine) -> None:
+    """Calibrated Q/DQ layers for --int8/--fp8/--best; --best's trial builds run through `build_engine` (the
+    builder's entry point, handed down by the builder)."""
     if config.layer_precisions:
         config.layer_precisions = _expand(net, config.layer_precisions, config, points)
     wanted = select(net, config.layer_precisions, "--layerPrecisions", state.known, get_logger())
     choice = None
     if config.best and config.best_by_timing:         # INT8 vs FP16 per layer, by timing two trial builds
-        choice = choose_precisions(net, config, device)
+        choice = choose_precisions(net, config, device, build_engine)
     if config.sparsity not in ("disable", "enable", "force"):
         raise UsageError(f"sparsity {config.sparsity!r} is not disable, enable or force", "write --sparsity=enable")
     state.sparsity = apply_sparsity(net, config.sparsity, device)
