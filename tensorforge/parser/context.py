@@ -31,10 +31,13 @@ class NodeView:
 
 
 class ImportContext:
-    def __init__(self, net: Network, opsets: dict[str, int], base_dir: str | None = None):
+    def __init__(self, net: Network, opsets: dict[str, int], base_dir: str | None = None, import_graph=None):
         self.net = net
         self.opsets = opsets
         self.base_dir = base_dir
+        # the parser's graph importer, for subgraphs (If/Loop/Scan bodies): handed in by the parser, so that the
+        # importers never import the parser that imports them
+        self.import_graph = import_graph
         self.node: NodeView | None = None
         self.alias: dict[str, str] = {}
         self._created: set[str] = set()

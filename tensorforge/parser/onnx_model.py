@@ -140,7 +140,7 @@ def import_graph(graph: onnx.GraphProto, opsets: dict[str, int], base_dir: str |
         net._names.add(vi.name)
     for node in graph.node:
         net._names.update(o for o in node.output if o)
-    ctx = ImportContext(net, opsets, base_dir)
+    ctx = ImportContext(net, opsets, base_dir, import_graph)
 
     inits = {t.name: t for t in graph.initializer}
     for vi in graph.input:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ...ir import Network
 from ...parser.context import ImportContext
-from ...parser.onnx_model import _import_node, _opsets, _shape_of, load_model_proto
+from ...parser.onnx_model import _import_node, _opsets, _shape_of, import_graph, load_model_proto
 from ...parser.tensors import to_torch, torch_dtype
 from ...util.errors import TensorforgeError, UnsupportedOpError
 
@@ -73,7 +73,7 @@ def capability_report(source, name: str | None = None) -> CapabilityReport:
             net.add_constant(t.name, to_torch(t, base_dir))
         except TensorforgeError:
             net.add_input(t.name, None, tuple(t.dims))
-    ctx = ImportContext(net, opsets, base_dir)
+    ctx = ImportContext(net, opsets, base_dir, import_graph)
     stand_ins: set[str] = set()
     for index, proto in enumerate(graph.node):
         node_name = proto.name or f"{proto.op_type}_{index}"

@@ -45,15 +45,15 @@ def free_names(graph: onnx.GraphProto) -> list[str]:
 
 def subnetwork(ctx, graph: onnx.GraphProto, captured: list[str], name: str):
     """Parse `graph` as an ir.Network whose inputs are its own inputs followed by `captured` (outer names)."""
-    from ..onnx_model import import_graph   # the parser itself (imported late: it imports this package)
-
+    if ctx.import_graph is None:
+        raise TypeError("ImportContext has no import_graph: subgraphs are parsed by the parser that made the context")
     g = onnx.GraphProto()
     g.CopyFrom(graph)
     for outer in captured:          # typed when the outer dtype is known at parse time, else untyped
         info = ctx.info(ctx.resolve(outer))
         elem = TORCH_TO_ONNX.get(info.dtype) if info is not None and info.dtype is not None else None
         g.input.append(helper.make_tensor_value_info(outer, elem, None) if elem else onnx.ValueInfoProto(name=outer))
-    return import_graph(g, ctx.opsets, ctx.base_dir, name)
+    return ctx.import_graph(g, ctx.opsets, ctx.base_dir, name)
 
 
 def _outer(ctx, names):
