@@ -23,54 +23,59 @@ from .qdq_params import quantize_params
 
 NAME = "view → Q ⇒ Q → view (per-tensor QuantizeLinear above Reshape/Transpose/Flatten/Squeeze/Unsqueeze)"
 VIEWS = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze")
-MAX_ROUNDS = 16            # a Q climbs one view per round; longer view runs than this are unheard of
 
 
-def _reason(g: Graph, view: Layer, q: Layer) -> str | None:
+def _single_reader_reason(g: Graph, view: Layer) -> str | None:
     out = view.outputs[0]
-    if g.is_output(out) or len(g.consumers(out)) != 1:
-        return f"the {view.op} output is also read elsewhere (the float view would still be needed)"
     if len(view.outputs) != 1:
         return f"{view.op} with {len(view.outputs)} outputs"
-    _, why = quantize_params(g, q)
-    return why
+    if g.is_output(out) or len(g.consumers(out)) != 1:
+        return f"the {view.op} output is also read elsewhere (the float view would still be needed)"
+    return None
 
 
-def _hoist_once(net: Network, shape_points, reasons: dict) -> int:
-    g = Graph(net, shape_points or [])
-    reasons.clear()
-    swap: dict[int, Layer] = {}            # id(old layer) → its replacement, in the old layer's position
-    for q in net.layers:
-        if q.op != "QuantizeLinear" or id(q) in swap:
-            continue
-        view = g.producer(q.inputs[0])
-        if view is None or view.op not in VIEWS or id(view) in swap:
-            continue
-        why = _reason(g, view, q)
+def _view_chain(g: Graph, q: Layer) -> tuple[list[Layer], str | None]:
+    """The views the Q climbs, nearest first (each read only by the next, the first only by the Q), and why it
+    climbs no further — reported only when it cannot climb at all."""
+    chain, t = [], q.inputs[0]
+    while (view := g.producer(t)) is not None and view.op in VIEWS:
+        why = _single_reader_reason(g, view)
         if why:
-            reasons[q.name] = why
-            continue
-        codes = net.unique_name(f"{q.outputs[0]}/before_{view.op.lower()}")
-        net.tensors[codes] = TensorInfo(codes)
-        moved_q = Layer(q.name, q.op, [view.inputs[0], *q.inputs[1:]], [codes], dict(q.attrs), list(q.origin),
-                        placement=q.placement, precision=q.precision)
-        moved_view = Layer(view.name, view.op, [codes, *view.inputs[1:]], list(q.outputs), dict(view.attrs),
-                           list(view.origin), placement=view.placement, precision=view.precision)
-        swap[id(view)], swap[id(q)] = moved_q, moved_view
-        net.tensors.pop(view.outputs[0], None)
-    net.layers = [swap.get(id(layer), layer) for layer in net.layers]
-    return len(swap) // 2
+            return chain, None if chain else why
+        chain.append(view)
+        t = view.inputs[0]
+    return chain, None
 
 
 def hoist_quantize(net: Network, shape_points=None, rejections=None, **_) -> int:
-    """Move every per-tensor QuantizeLinear above the chain of single-reader views feeding it; returns how many
-    view/Q swaps were made."""
-    total, reasons = 0, {}
-    for _ in range(MAX_ROUNDS):
-        changed = _hoist_once(net, shape_points, reasons)
-        total += changed
-        if not changed:
-            break
-    for name, why in reasons.items():          # the last round's: the Qs that stay below a view, once each
-        record_rejection(NAME, name, why, rejections)
-    return total
+    """Move every per-tensor QuantizeLinear above the whole run of single-reader views feeding it, in one pass:
+    the Q takes the top view's place and reads its input, each view then moves the codes (fresh tensor names:
+    their dtype changed) and the nearest one writes the Q's old output. Returns how many views the Qs climbed."""
+    g = Graph(net, shape_points or [])
+    replace: dict[int, list[Layer]] = {}       # id(old layer) → the layers in its place ([] : removed)
+    climbed = 0
+    for q in net.layers:
+        if q.op != "QuantizeLinear":
+            continue
+        chain, why = _view_chain(g, q)
+        if chain and why is None:
+            _, why = quantize_params(g, q)
+        if why:
+            record_rejection(NAME, q.name, why, rejections)
+        if why or not chain:
+            continue
+        climbed += len(chain)
+        codes = net.unique_name(f"{q.outputs[0]}/codes")
+        net.tensors[codes] = TensorInfo(codes)
+        replace[id(q)] = []
+        replace[id(chain[-1])] = [Layer(q.name, q.op, [chain[-1].inputs[0], *q.inputs[1:]], [codes], dict(q.attrs),
+                                        list(q.origin), placement=q.placement, precision=q.precision)]
+        for view in reversed(chain):              # from the top down, each moving the codes
+            source, codes = codes, (q.outputs[0] if view is chain[0] else net.unique_name(f"{q.outputs[0]}/codes"))
+            net.tensors.pop(view.outputs[0], None)
+            net.tensors.setdefault(codes, TensorInfo(codes))
+            replace.setdefault(id(view), []).append(
+                Layer(view.name, view.op, [source, *view.inputs[1:]], [codes], dict(view.attrs), list(view.origin),
+                      placement=view.placement, precision=view.precision))
+    net.layers = [new for layer in net.layers for new in replace.get(id(layer), [layer])]
+    return climbed
