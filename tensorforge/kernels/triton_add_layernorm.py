@@ -15,8 +15,7 @@ import triton
 import triton.language as tl
 
 from .registry import tactic, triton_device_reason
-from ..ir import dtype_from_name
-from .quant_store import quant_args, quant_attrs, store_codes
+from .quant_store import coded_output, quant_attrs, store_codes
 from .triton_layernorm import LAYERNORM_CONFIGS, layernorm
 
 MAX_SINGLE = 16384
@@ -77,8 +76,7 @@ def add_layernorm(a, b, scale, bias, eps: float, warps: int = 4, keep_sum: bool 
     s = torch.empty(a.shape, dtype=a.dtype, device=a.device) if keep_sum else None
     q_args, q = {}, None
     if quant is not None:
-        q = torch.empty(a.shape, dtype=dtype_from_name(quant["dtype"]), device=a.device)
-        q_args = dict(Q=q, STORE_Y=store_y, **quant_args(quant["scale"], quant["zero_point"], q.dtype))
+        q, q_args = coded_output(quant, a.shape, a.device)
     outs = (y if store_y else None, s) if quant is None else (y if store_y else None, s, q)
     if q is None and y.numel() == 0 or q is not None and q.numel() == 0:
         return outs

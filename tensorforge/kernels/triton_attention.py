@@ -19,9 +19,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..ir import dtype_from_name
 from .registry import tactic, triton_device_reason
-from .quant_store import quant_args, quant_attrs, store_codes
+from .quant_store import coded_output, quant_attrs, store_codes
 
 CONFIGS = [{"BM": 128, "BN": 64, "warps": 8, "stages": 2}, {"BM": 64, "BN": 64, "warps": 4, "stages": 2},
            {"BM": 128, "BN": 32, "warps": 4, "stages": 3}, {"BM": 64, "BN": 32, "warps": 4, "stages": 3}]
@@ -120,9 +119,8 @@ def attention(q, k, v, mask=None, scale=None, cfg=None, allow_tf32=None, nan_to_
         m4 = _as4d(mask.expand(*batch, sq, sk))
     q_args, codes = {}, None
     if quant is not None:
-        codes = torch.empty_strided(out.shape, out.stride(), dtype=dtype_from_name(quant["dtype"]), device=out.device)
-        q_args = dict(QO=_as4d(codes), STORE_O=quant.get("store_y", True),
-                      **quant_args(quant["scale"], quant["zero_point"], codes.dtype, "qo_"))
+        codes, q_args = coded_output(quant, out.shape, out.device, out.stride(), "QO", "qo_", "STORE_O")
+        q_args["QO"] = _as4d(codes)
     result = out if quant is None else (out if quant.get("store_y", True) else None, codes)
     if out.numel() == 0:
         return result

@@ -18,8 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..ir import dtype_from_name, get_spec
-from .quant_store import quant_args, quant_attrs, store_codes
+from ..ir import get_spec
+from .quant_store import coded_output, quant_attrs, store_codes
 from .registry import tactic, triton_device_reason
 from .torch_fused import conv_attrs, epilogue_attrs, epilogue_operands
 from .triton_gemm import ACTIVATIONS, apply_activation
@@ -90,9 +90,7 @@ def conv_bias_act_(y, bias=None, residual=None, activation="none", alpha=0.0, be
     numel, channels = y.numel(), y.shape[1]
     q_args, codes = {}, None
     if quant is not None:
-        codes = torch.empty_strided(y.shape, y.stride(), dtype=dtype_from_name(quant["dtype"]), device=y.device)
-        q_args = dict(Q=codes, STORE_Y=quant.get("store_y", True),
-                      **quant_args(quant["scale"], quant["zero_point"], codes.dtype))
+        codes, q_args = coded_output(quant, y.shape, y.device, y.stride())
     result = y if quant is None else (y if quant.get("store_y", True) else None, codes)
     if numel == 0:
         return result

@@ -20,8 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..ir import dtype_from_name
-from .quant_store import quant_args, quant_attrs, store_codes
+from .quant_store import coded_output, quant_attrs, store_codes
 from .registry import tactic
 from .torch_fused import epilogue_attrs, epilogue_operands
 from .triton_conv_epilogue import _CudnnTritonEpilogue, _is_nhwc, bias_free_conv, conv_bias_act_
@@ -98,9 +97,7 @@ def conv_bias_act_pool_(y, bias=None, residual=None, activation="none", alpha=0.
     if quant is not None:
         if s == 0:
             raise ValueError("a quantized pool of an empty feature map (its mean is NaN) runs on the reference")
-        codes = torch.empty((n, c, 1, 1), dtype=dtype_from_name(quant["dtype"]), device=y.device)
-        q_args = dict(Q=codes, STORE_P=quant.get("store_y", True),
-                      **quant_args(quant["scale"], quant["zero_point"], codes.dtype))
+        codes, q_args = coded_output(quant, (n, c, 1, 1), y.device, store_flag="STORE_P")
     if pooled.numel() == 0 or s == 0:
         out = (y if store_y else None), pooled.fill_(float("nan")) if s == 0 else pooled
         return out if codes is None else (*out, codes)

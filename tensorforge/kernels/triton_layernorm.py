@@ -13,10 +13,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ..ir import dtype_from_name
 from .registry import tactic, triton_device_reason
 from .torch_fused import layernorm_y_only_reason
-from .quant_store import quant_args, quant_attrs, store_codes
+from .quant_store import coded_output, quant_attrs, store_codes
 
 MAX_SINGLE = 16384
 MAX_TILE = 8192          # elements of a multi-row tile (ROWS · BLOCK_N) held in registers
@@ -149,8 +148,7 @@ def layernorm(x, scale, bias, axis: int, eps: float, warps: int = 4, block: int 
     if quant is not None:
         if n > MAX_SINGLE or block is not None:
             raise ValueError(f"a quantized second output needs rows up to {MAX_SINGLE} elements (rows of {n})")
-        q = torch.empty(x.shape, dtype=dtype_from_name(quant["dtype"]), device=x.device)
-        q_args = dict(Q=q, STORE_Y=store_y, **quant_args(quant["scale"], quant["zero_point"], q.dtype))
+        q, q_args = coded_output(quant, x.shape, x.device)
     m = x.numel() // n if n else 0
     y = y_buf if store_y else None
     if m == 0 or n == 0:
