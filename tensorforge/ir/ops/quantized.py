@@ -163,13 +163,16 @@ def block_quantized_matmul(a_, w, scale, zero_point=None, bias=None, **a):
     return apply_activation(y, a["activation"], a["alpha"], a["beta"])
 
 
+# a fused layer's per-tensor output Q; each -Quantize op has its base op's attributes (read from its spec) and these
+_Q_ATTRS = {"q_scale": REQUIRED, "q_zero_point": 0, "q_dtype": REQUIRED}
+
+
 def _lnq_infer(x, scale, bias=None, **a):
     return (torch.empty(x.shape, dtype=x.dtype, device="meta"),
             torch.empty(x.shape, dtype=dtype_from_name(a["q_dtype"]), device="meta"))
 
 
-@op("LayerNormalizationQuantize", attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1, "q_scale": REQUIRED,
-                                         "q_zero_point": 0, "q_dtype": REQUIRED}, infer=_lnq_infer)
+@op("LayerNormalizationQuantize", attrs={**get_spec("LayerNormalization").attrs, **_Q_ATTRS}, infer=_lnq_infer)
 def layer_normalization_quantize(x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1, q_scale=None,
                                  q_zero_point=0, q_dtype=None):
     """(Y, Q(Y)): LayerNormalization, and its output (in x's dtype, as the QuantizeLinear that read it saw it)
@@ -185,8 +188,8 @@ def _addlnq_infer(a_, b, scale, bias=None, **a):
             torch.empty(a_.shape, dtype=dtype_from_name(a["q_dtype"]), device="meta"))
 
 
-@op("AddLayerNormalizationQuantize", attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1, "q_scale": REQUIRED,
-                                            "q_zero_point": 0, "q_dtype": REQUIRED}, infer=_addlnq_infer)
+@op("AddLayerNormalizationQuantize", attrs={**get_spec("AddLayerNormalization").attrs, **_Q_ATTRS},
+    infer=_addlnq_infer)
 def add_layer_normalization_quantize(a_, b, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1, q_scale=None,
                                      q_zero_point=0, q_dtype=None):
     """(Y, S, Q(Y)): AddLayerNormalization (S = a + b, Y = LayerNorm(S)) with Y, as stored in a's dtype, also
@@ -205,8 +208,7 @@ def _attq_infer(q, k, v, mask=None, **a):
     return y, torch.empty(y.shape, dtype=dtype_from_name(a["q_dtype"]), device="meta")
 
 
-@op("AttentionQuantize", attrs={"scale": None, "nan_to_zero": 0, "q_scale": REQUIRED, "q_zero_point": 0,
-                                "q_dtype": REQUIRED}, infer=_attq_infer)
+@op("AttentionQuantize", attrs={**get_spec("Attention").attrs, **_Q_ATTRS}, infer=_attq_infer)
 def attention_quantize(q, k, v, mask=None, *, scale=None, nan_to_zero=0, q_scale=None, q_zero_point=0, q_dtype=None):
     """(O, Q(O)): Attention (ir/ops/fused.py) and its output, as stored in q's dtype, quantized per tensor — the
     output projection's Q taken into the attention kernel's store (passes/rules/qdq_producer.py, once the Q has
@@ -217,9 +219,7 @@ def attention_quantize(q, k, v, mask=None, *, scale=None, nan_to_zero=0, q_scale
     return o, quantize(o, q_scale, q_zero_point, q_dtype)
 
 
-_FUSED_CONV_ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
-                     "strides": None, "activation": "none", "alpha": 0.0, "beta": 0.0, "residual_first": 0}
-_Q_ATTRS = {"q_scale": REQUIRED, "q_zero_point": 0, "q_dtype": REQUIRED}
+_FUSED_CONV_ATTRS = dict(get_spec("FusedConv").attrs)      # the convolution and its epilogue
 
 
 def _conv_attrs(a: dict) -> dict:
