@@ -39,6 +39,7 @@ cp bench/results/nvidia-h200.json bench/results/nvidia-h200-fp32.json "$OUT/" 2>
 # place of the checkout's; without it a second command re-measures what the first already did (and another card's
 # file, e.g. nvidia-h100-80gb-hbm3.json, is not resumed at all)
 if [ -n "${SEED_DIR:-}" ]; then cp "$SEED_DIR"/*.json "$OUT/" || { echo "SEED_DIR=$SEED_DIR holds no results" >&2; exit 2; }; fi
+ASKED_MODELS=${MODELS:-}  # VERIFY's own default applies only when MODELS= is not given
 MODELS=${MODELS:-resnet50,mobilenet_v3_large,efficientnet_b0,convnext_tiny,vit_b_16,bert_base_seq128,gpt2_seq128}
 EXTRA=${EXTRA:-}          # more run.py switches for RECORD, e.g. EXTRA="--skip gelu,build --peers compile+graph"
 case "$1" in
@@ -61,12 +62,16 @@ case "$1" in
     ;;
   VERIFY)
     : > "$OUT/smokes.txt"
+    if [ -n "${CEILING:-}" ]; then   # CEILING=1: the int8 GEMM ceiling (bare/persistent forms beside the engine's)
+      timeout 200 python3 bench/gpu_smoke/int8_ceiling.py --int8-only --fused --budget-s 160 > "$OUT/ceiling.txt" 2>&1
+      echo "ceiling rc=$?" | tee -a "$OUT/smokes.txt"
+    fi
     echo "=== pytest -k 'cuda or hopper or sm90'" >> "$OUT/smokes.txt"
     timeout 150 python3 -m pytest -q -p no:cacheprovider tests -k "cuda or hopper or sm90" --ignore=tests/serve \
             >> "$OUT/smokes.txt" 2>&1      # tests/serve needs tritonclient and ray, which the device lacks
     echo "pytest rc=$?" | tee -a "$OUT/smokes.txt"
     smoke quant_kernels 120
-    bench --part precision --models "${MODELS:-bert_base_seq128,resnet50,mobilenet_v3_large}" --precisions int8,best \
+    bench --part precision --models "${ASKED_MODELS:-bert_base_seq128,resnet50,mobilenet_v3_large}" --precisions int8,best \
           --precision-batches "${BATCHES:-1}" --precision-extra "" --kernel-profiles
     ;;
   PRECISION)

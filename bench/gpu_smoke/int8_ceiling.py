@@ -8,6 +8,10 @@ one GEMM; a 3×3 one after im2col, K = 9·C), every kernel form × config below 
 replayed (no launch cost), beside fp16 cuBLAS (torch.mm), torch._int_mm and torch._scaled_mm on the same shape:
   ptr   pointer loads (asynchronous copies), one output tile per program, grouped launch order
   tma   host-side tensor descriptors (TMA bulk copies into shared memory), one output tile per program
+  pers  tma, persistent: one program per multiprocessor walks the output tiles (the next tile's loads overlap
+        this tile's epilogue); pers-ws the same loop warp-specialised (producer warps issue the copies)
+With --fused, also the engine's own kernel (kernels/triton_int8_gemm.py) on the BERT shapes with its real epilogue
+(per-channel scale, bias, GELU or none, int8 output quantized): what the epilogue costs beside the bare `tma` form.
 Prints one line per shape with TOPS; exits 0 (a diagnosis, not a check).
 """
 
@@ -79,6 +83,62 @@ def _mm_tma(a_desc, b_desc, c_desc, M, N, K, scale, FP8: tl.constexpr, BM: tl.co
     c_desc.store([pid_m * BM, pid_n * BN], (acc.to(tl.float32) * scale).to(tl.float16))
 
 
+@triton.jit
+def _mm_persist(a_desc, b_desc, c_desc, M, N, K, scale, FP8: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                BK: tl.constexpr, G: tl.constexpr, NUM_SMS: tl.constexpr, WS: tl.constexpr):
+    num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=not WS, warp_specialize=WS):
+        pid_m, pid_n = grouped_tile(tile, M, N, BM, BN, G)
+        if FP8:
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+        else:
+            acc = tl.zeros((BM, BN), dtype=tl.int32)
+        for k in range(0, K, BK):
+            a = a_desc.load([pid_m * BM, k])
+            b = b_desc.load([pid_n * BN, k])
+            if FP8:
+                acc = tl.dot(a, b.T, acc)
+            else:
+                acc = tl.dot(a, b.T, acc, out_dtype=tl.int32)
+        c_desc.store([pid_m * BM, pid_n * BN], (acc.to(tl.float32) * scale).to(tl.float16))
+
+
+def persistent_forms(a, b, fp8, da, db, dc, cfg):
+    """The persistent forms of one config: (ms, name) pairs."""
+    bm, bn, bk, st, wp = cfg
+    (m, k), n = a.shape, b.shape[0]
+    sms = torch.cuda.get_device_properties(DEV).multi_processor_count
+    grid = (min(sms, triton.cdiv(m, bm) * triton.cdiv(n, bn)),)
+    out = []
+    for ws in (False, True):
+        name = f"pers{'-ws' if ws else ''} {bm}x{bn}x{bk}s{st}w{wp}"
+        try:
+            out.append((graph_ms(lambda: _mm_persist[grid](da, db, dc, m, n, k, 1e-3, FP8=fp8, BM=bm, BN=bn, BK=bk,
+                                                           G=8, NUM_SMS=sms, WS=ws, num_stages=st,
+                                                           num_warps=wp)), name))
+        except Exception as e:  # noqa: BLE001 - a diagnosis
+            out.append((float("inf"), f"{name} {type(e).__name__}: {str(e)[:80]}"))
+    return out
+
+
+def fused_forms(a8, n, act):
+    """The engine's fused kernel on (a8, a weight of n rows) with a per-channel scale, bias, `act` and an int8
+    output, in each TMA config and the best pointer config: (ms, name) pairs."""
+    from quant_kernels import make_layer, q8
+    from tensorforge.kernels import triton_int8_gemm as tig
+    layer = make_layer("QuantizedMatMul", n, act=act)
+    inputs = [a8, q8((n, a8.shape[1])), torch.randn(n, device=DEV) * 0.1]
+    out = []
+    for cfg in tig.TMA_CONFIGS + tig.CONFIGS[:2]:
+        name = f"fused-{act} {'tma' if cfg.get('TMA') else 'ptr'} {cfg['BM']}x{cfg['BN']}x{cfg['BK']}s{cfg['stages']}w{cfg['warps']}"
+        try:
+            kern = tig.build_kernel(layer, cfg, DEV)
+            out.append((graph_ms(lambda: kern(inputs)), name))
+        except Exception as e:  # noqa: BLE001
+            out.append((float("inf"), f"{name} {type(e).__name__}: {str(e)[:80]}"))
+    return sorted(out)
+
+
 def triton_forms(a, b, fp8):
     from triton.tools.tensor_descriptor import TensorDescriptor
     (m, k), n = a.shape, b.shape[0]
@@ -97,6 +157,7 @@ def triton_forms(a, b, fp8):
             dc = TensorDescriptor.from_tensor(c, [bm, bn])
             out.append((graph_ms(lambda: _mm_tma[grid](da, db, dc, m, n, k, 1e-3, FP8=fp8, BM=bm, BN=bn, BK=bk,
                                                        G=8, num_stages=st, num_warps=wp)), f"tma {cfg}"))
+            out += persistent_forms(a, b, fp8, da, db, dc, (bm, bn, bk, st, wp))
         except Exception as e:  # noqa: BLE001
             out.append((float("inf"), f"tma {cfg} {type(e).__name__}: {str(e)[:80]}"))
     return sorted(out)
@@ -120,10 +181,15 @@ def shapes():
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--budget-s", type=float, default=150)
+    p.add_argument("--int8-only", action="store_true", help="skip the fp8 forms")
+    p.add_argument("--fused", action="store_true", help="also the engine's fused kernel on the BERT shapes")
+    p.add_argument("--bert-only", action="store_true", help="only the BERT shapes")
     a = p.parse_args()
     t0 = time.perf_counter()
     print(f"device {torch.cuda.get_device_name()} torch {torch.__version__} triton {triton.__version__}", flush=True)
     for label, m, k, n in shapes():
+        if a.bert_only and not label.startswith("bert"):
+            continue
         if time.perf_counter() - t0 > a.budget_s:
             print(f"SKIP {label}: budget spent")
             continue
@@ -137,12 +203,17 @@ def main():
         one = torch.ones((), device=DEV)
         tsm = graph_ms(lambda: torch._scaled_mm(f8a, f8b.t(), scale_a=one, scale_b=one, out_dtype=torch.float16))
         i8 = triton_forms(a8, b8, False)
-        f8 = triton_forms(f8a, f8b, True)
+        f8 = [] if a.int8_only else triton_forms(f8a, f8b, True)
         tops = lambda ms: ops / ms / 1e9  # noqa: E731
         print(f"{label} M{m} K{k} N{n}: fp16 mm {t16:.4f} ms ({tops(t16):.0f} TFLOPS) | _int_mm {tim:.4f} "
               f"({t16 / tim:.2f}x) | _scaled_mm fp8 {tsm:.4f} ({t16 / tsm:.2f}x)", flush=True)
-        for tag, res in (("int8", i8), ("fp8", f8)):
-            print(f"   triton {tag}: " + ", ".join(f"{t:.4f} ({t16 / t:.2f}x) {c}" for t, c in res[:5]), flush=True)
+        fused = []
+        if a.fused and label.startswith("bert"):
+            fused = fused_forms(a8, n, "Gelu" if "ffn1" in label else "none")
+        for tag, res in (("int8", i8), ("fp8", f8), ("int8 fused", fused)):
+            if not res:
+                continue
+            print(f"   triton {tag}: " + ", ".join(f"{t:.4f} ({t16 / t:.2f}x) {c}" for t, c in res[:6]), flush=True)
             bad = [c for t, c in res if t == float("inf")]
             if bad:
                 print(f"   triton {tag} failed: {bad[:2]}", flush=True)
