@@ -129,8 +129,9 @@ def fused_forms(a8, n, act):
     layer = make_layer("QuantizedMatMul", n, act=act)
     inputs = [a8, q8((n, a8.shape[1])), torch.randn(n, device=DEV) * 0.1]
     out = []
-    for cfg in tig.TMA_CONFIGS + tig.CONFIGS[:2]:
-        name = f"fused-{act} {'tma' if cfg.get('TMA') else 'ptr'} {cfg['BM']}x{cfg['BN']}x{cfg['BK']}s{cfg['stages']}w{cfg['warps']}"
+    for cfg in tig.TMA_CONFIGS + tig.PERSISTENT_CONFIGS + tig.CONFIGS[:2]:
+        form = ('pers-ws' if cfg.get('WS') else 'pers') if cfg.get('PERSIST') else ('tma' if cfg.get('TMA') else 'ptr')
+        name = f"fused-{act} {form} {cfg['BM']}x{cfg['BN']}x{cfg['BK']}s{cfg['stages']}w{cfg['warps']}"
         try:
             kern = tig.build_kernel(layer, cfg, DEV)
             out.append((graph_ms(lambda: kern(inputs)), name))

@@ -240,6 +240,43 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, Ktab, KT, P, KSPLIT, M
 
 
 @triton.jit
+def _qgemm_persistent_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_rm, s_rn, s_cm, s_cn,
+                             x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
+                             y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
+                             FP8: tl.constexpr, HAS_ZP: tl.constexpr, PER_CHANNEL: tl.constexpr,
+                             HAS_BIAS: tl.constexpr, HAS_POST: tl.constexpr, RES: tl.constexpr,
+                             RES_FIRST: tl.constexpr, ACT: tl.constexpr, MID: tl.constexpr, OUT: tl.constexpr,
+                             OUT2: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                             G: tl.constexpr, NUM_SMS: tl.constexpr, WS: tl.constexpr):
+    """The TMA main loop, persistent: NUM_SMS programs (one per multiprocessor) each walk the output tiles
+    tile = pid, pid + NUM_SMS, … in grouped order, so a program's next tile's bulk copies are issued while this
+    tile's epilogue runs, and no program is launched per tile. WS=1 warp-specialises the loop (producer warps issue
+    the copies, consumer warps the MMAs and the epilogue; Hopper: the tile loop is not flattened then). Same
+    arithmetic per tile as _qgemm_kernel with TMA=1 (exact int32 sums, the same _epilogue), so the same bits;
+    the same traffic, less launch and tail time."""
+    num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=not WS, warp_specialize=WS):
+        pid_m, pid_n = grouped_tile(tile, M, N, BM, BN, G)
+        if FP8:
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+        else:
+            acc = tl.zeros((BM, BN), dtype=tl.int32)
+        for k in range(0, K, BK):
+            a = A.load([pid_m * BM, k])
+            b = B.load([pid_n * BN, k]).T
+            if FP8:
+                acc = tl.dot(a, b, acc)
+            else:
+                acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        _epilogue(acc, rm, rn, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
+                  x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
+                  y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
+                  HAS_ZP, PER_CHANNEL, HAS_BIAS, HAS_POST, RES, RES_FIRST, ACT, MID, OUT, OUT2)
+
+
+@triton.jit
 def _splitk_reduce_kernel(P, S, MN, Wsum, Mult, Bias, Post, R, C, C2, M, N, s_rm, s_rn, s_cm, s_cn,
                           x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
                           y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
@@ -386,6 +423,16 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
                       HAS_POST=post is not None, RES=res_kind, RES_FIRST=bool(at["residual_first"]),
                       ACT=at["activation"], MID=mid_kind, OUT=_OUT_KIND.get(at["y_dtype"], 0) if at["y_scale"] else 0,
                       OUT2=out2_kind)
+    if cfg.get("PERSIST"):
+        if not use_tma or cfg.get("SPLIT"):
+            raise ValueError("the persistent main loop is the TMA one, without split-K")
+        sms = sm_count(a8.device)
+        tiles = triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"])
+        _qgemm_persistent_kernel[(min(sms, tiles),)](
+            a_arg, b_arg, *epi_ptrs, m, n, k, r.stride(0), r.stride(1), out.stride(0), out.stride(1),
+            *epi_scalars, FP8=fp8, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], NUM_SMS=sms,
+            WS=bool(cfg.get("WS")), **epi_consts, **opts)
+        return (out, out2) if out2_kind else out
     splits, ksplit = split_plan(m, n, k, cfg, sm_count(a8.device)) if cfg.get("SPLIT") else (1, k)
     partial = (out.new_empty((splits, m, n), dtype=torch.float32 if fp8 else torch.int32) if splits > 1
                else wsum)
@@ -473,6 +520,12 @@ TMA_CONFIGS = [
     {"BM": 128, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 8, "TMA": 1},
     {"BM": 128, "BN": 64, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
     {"BM": 64, "BN": 128, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
+]
+# the TMA main loop as a persistent kernel (one program per multiprocessor walking the tiles), plain and
+# warp-specialised: the next tile's copies overlap this tile's epilogue (bench/gpu_smoke/int8_ceiling.py, pers forms)
+PERSISTENT_CONFIGS = [
+    {"BM": 128, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 8, "TMA": 1, "PERSIST": 1},
+    {"BM": 128, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 8, "TMA": 1, "PERSIST": 1, "WS": 1},
 ]
 # convolutions: the implicit GEMM in every config, and the explicit one (im2col, or the NHWC view of a 1×1
 # convolution) with pointer loads, with TMA, and in a 64-wide TMA tile with short K steps for the C = 3 stem

@@ -37,9 +37,9 @@ conv = dict(M=32 * 56 * 56, N=64, K=576, s_am=0, s_ak=0, s_bn=576, s_bk=1, s_rm=
             sxh=3584, sxw=64, sxc=1)
 
 
-def compile_like_launch(values, consts, cfg, desc=None):
+def compile_like_launch(values, consts, cfg, desc=None, fn=T._qgemm_kernel):
     sig, attrs, cx = {}, {}, dict(consts)
-    for i, n in enumerate(T._qgemm_kernel.arg_names):
+    for i, n in enumerate(fn.arg_names):
         if n in cx:
             sig[n] = "constexpr"
             continue
@@ -50,7 +50,7 @@ def compile_like_launch(values, consts, cfg, desc=None):
         sig[n] = t
         if t.startswith("*") or (t.startswith("i") and v is not None and v % 16 == 0):
             attrs[(i,)] = [["tt.divisibility", 16]]
-    k = triton.compile(ASTSource(fn=T._qgemm_kernel, signature=sig, constexprs=cx, attrs=attrs),
+    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs),
                        target=GPUTarget("cuda", 90, 32),
                        options={"num_warps": cfg["warps"], "num_stages": cfg["stages"], "enable_fp_fusion": False})
     g = k.asm["ttgir"]
@@ -71,6 +71,13 @@ report["gemm_tma"] = compile_like_launch(
     gemm, {**base, "TMA": True, "CONV": False, "TAP_ALIGNED": False, "PAD_ZERO": True, "BM": tcfg["BM"],
            "BN": tcfg["BN"], "BK": tcfg["BK"]}, tcfg,
     desc={"A": f"tensordesc<i8[{tcfg['BM']}, {tcfg['BK']}]>", "B": f"tensordesc<i8[{tcfg['BN']}, {tcfg['BK']}]>"})
+for ws in (0, 1):   # the persistent TMA loop, plain and warp-specialised
+    pcfg = T.PERSISTENT_CONFIGS[ws]
+    report[f"gemm_persistent_ws{ws}"] = compile_like_launch(
+        gemm, {k: v for k, v in base.items() if k not in ("TMA", "SPLIT", "SHIFT")} | {
+            "BM": pcfg["BM"], "BN": pcfg["BN"], "BK": pcfg["BK"], "NUM_SMS": 132, "WS": bool(pcfg.get("WS"))}, pcfg,
+        desc={"A": f"tensordesc<i8[{pcfg['BM']}, {pcfg['BK']}]>", "B": f"tensordesc<i8[{pcfg['BN']}, {pcfg['BK']}]>"},
+        fn=T._qgemm_persistent_kernel)
 scfg = T.SPLIT_CONFIGS[0]      # split-K: the K range starts at program_id(1)·KSPLIT, a runtime multiple of BK that
 report["gemm_split"] = compile_like_launch(     # the launcher marks divisible by 16 (without it: no async copies)
     {**gemm, "M": 128, "KSPLIT": 256}, {**base, "SPLIT": True, "CONV": False, "TAP_ALIGNED": False, "PAD_ZERO": True,
@@ -94,5 +101,9 @@ def test_int8_gemm_main_loop_is_pipelined_on_sm90():
     assert r["gemm_tma"]["wgmma"] >= 1 and r["gemm_tma"]["tma_copies"] >= 2, r["gemm_tma"]
     assert r["gemm_tma"]["async_copies"] == 0 and r["gemm_tma"]["local_loads"] == 0, r["gemm_tma"]
     assert r["gemm"]["tma_copies"] == 0, r["gemm"]
+    # persistent, plain and warp_specialize=True: the same bulk copies feeding the wgmma from shared memory
+    for ws in (0, 1):
+        p = r[f"gemm_persistent_ws{ws}"]
+        assert p["wgmma"] >= 1 and p["tma_copies"] >= 2 and p["local_loads"] == 0, p
     # the padded convolution with a non-zero zero point selects the fill in registers: the form the check rejects
     assert r["conv_zero_point_pad"]["local_loads"] >= 1, r

@@ -308,6 +308,24 @@ def test_triton_tma_main_loop_is_bit_exact(case):
     assert want.float().std() > 0.1
 
 
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2]], ids=["uint8-zp-relu", "int8-qres-mid", "float-out"])
+def test_triton_persistent_loop_is_bit_exact(case, monkeypatch):
+    """PERSIST=1: 3 programs walk the 6 output tiles of the (21, 24) output in 8 × 16 tiles (3 row tiles, the
+    last one part-empty, × 2 column tiles), 2 each; a tile skipped, repeated or stored with another tile's
+    accumulator changes integer outputs."""
+    from tensorforge.kernels import quant_split
+    monkeypatch.setattr(quant_split, "INTERPRETED_SMS", 3)
+    layer = _case_layer(*case)
+    x, w = _q8((3, 7, 48), case[1]), _q8((24, 48))
+    r = None if case[5] is None else (_q8((3, 7, 24)) if case[5] == "quantized" else torch.randn(3, 7, 24))
+    inputs = [x, w, torch.randn(24) * 0.2, r]
+    want = get_spec(layer.op).reference(*inputs, **layer.attrs)
+    cfg = {"BM": 8, "BN": 16, "BK": 32, "G": 2, "stages": 1, "warps": 1, "TMA": 1, "PERSIST": 1}
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
+    _compare(got, want)
+    assert want.float().std() > 0.1
+
+
 def test_triton_tma_needs_16_byte_rows():
     layer = _case_layer(*CASES[2])
     x, w = _q8((3, 7, 40)), _q8((24, 40))
