@@ -127,14 +127,18 @@ def fused_forms(a8, n, act):
     from quant_kernels import make_layer, q8
     from tensorforge.kernels import triton_int8_gemm as tig
     layer = make_layer("QuantizedMatMul", n, act=act)
+    from tensorforge.ir import get_spec
     inputs = [a8, q8((n, a8.shape[1])), torch.randn(n, device=DEV) * 0.1]
+    small = [a8[:256], *inputs[1:]]
+    want = get_spec(layer.op).reference(*small, **layer.attrs)     # the op's reference on 256 rows
     out = []
     for cfg in tig.TMA_CONFIGS + tig.PERSISTENT_CONFIGS + tig.CONFIGS[:2]:
         form = ('pers-ws' if cfg.get('WS') else 'pers') if cfg.get('PERSIST') else ('tma' if cfg.get('TMA') else 'ptr')
         name = f"fused-{act} {form} {cfg['BM']}x{cfg['BN']}x{cfg['BK']}s{cfg['stages']}w{cfg['warps']}"
         try:
             kern = tig.build_kernel(layer, cfg, DEV)
-            out.append((graph_ms(lambda: kern(inputs)), name))
+            exact = torch.equal(kern(small)[0], want)
+            out.append((graph_ms(lambda: kern(inputs)), name + ("" if exact else " NOT BIT-EXACT")))
         except Exception as e:  # noqa: BLE001
             out.append((float("inf"), f"{name} {type(e).__name__}: {str(e)[:80]}"))
     return sorted(out)
