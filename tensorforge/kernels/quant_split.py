@@ -48,14 +48,19 @@ def gemm_dims(layer, inputs) -> tuple[int, int, int] | None:
 
 
 def split_fits(layer, cfg, inputs) -> str | None:
-    """Why a split-K config is not worth compiling at these shapes: its plan has one split (then it is its
-    unsplit twin, which is timed anyway)."""
-    if not cfg.get("SPLIT"):
+    """Why a split-K or persistent config is not worth compiling at these shapes: a split-K plan of one split
+    (then it is its unsplit twin, which is timed anyway), or a persistent loop over no more output tiles than
+    multiprocessors (then each program takes one tile: the one-tile-per-program TMA kernel)."""
+    if not cfg.get("SPLIT") and not cfg.get("PERSIST"):
         return None
     dims = gemm_dims(layer, inputs)
     if dims is None:
         return None
     sms = sm_count(inputs[0].device)
+    if cfg.get("PERSIST"):
+        tiles = _cdiv(dims[0], cfg["BM"]) * _cdiv(dims[1], cfg["BN"])
+        return (f"persistent loop not needed: {tiles} output tiles for {sms} multiprocessors" if tiles <= sms
+                else None)
     if split_plan(*dims, cfg, sms)[0] <= 1:
         m, n, _ = dims
         return (f"split-K not needed: {_cdiv(m, cfg['BM']) * _cdiv(n, cfg['BN'])} output tiles for {sms} "

@@ -522,7 +522,8 @@ TMA_CONFIGS = [
     {"BM": 64, "BN": 128, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
 ]
 # the TMA main loop as a persistent kernel (one program per multiprocessor walking the tiles), plain and
-# warp-specialised: the next tile's copies overlap this tile's epilogue (bench/gpu_smoke/int8_ceiling.py, pers forms)
+# warp-specialised: the next tile's copies overlap this tile's epilogue (bench/gpu_smoke/int8_ceiling.py, pers forms);
+# compiled only where there are more output tiles than multiprocessors (split_fits)
 PERSISTENT_CONFIGS = [
     {"BM": 128, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 8, "TMA": 1, "PERSIST": 1},
     {"BM": 128, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 8, "TMA": 1, "PERSIST": 1, "WS": 1},
@@ -530,7 +531,7 @@ PERSISTENT_CONFIGS = [
 # convolutions: the implicit GEMM in every config, and the explicit one (im2col, or the NHWC view of a 1×1
 # convolution) with pointer loads, with TMA, and in a 64-wide TMA tile with short K steps for the C = 3 stem
 CONV_CONFIGS = ([{**c, "IMPLICIT": 1} for c in CONFIGS] + [{**CONFIGS[0], "IMPLICIT": 0}]
-                + [{**c, "IMPLICIT": 0} for c in TMA_CONFIGS]
+                + [{**c, "IMPLICIT": 0} for c in TMA_CONFIGS + PERSISTENT_CONFIGS]
                 + [{"BM": 128, "BN": 64, "BK": 32, "G": 8, "stages": 4, "warps": 4, "IMPLICIT": 0, "TMA": 1}])
 # split-K (split_plan) for problems with fewer output tiles than multiprocessors — batch 1: resnet50's 14×14 and
 # 7×7 stages (8–32 tiles of 64×64), BERT-base at 128 tokens (24–72): small tiles, each with its K range divided.
@@ -538,6 +539,6 @@ CONV_CONFIGS = ([{**c, "IMPLICIT": 1} for c in CONFIGS] + [{**CONFIGS[0], "IMPLI
 SPLIT_CONFIGS = [{"BM": 64, "BN": 64, "BK": 128, "G": 8, "stages": 4, "warps": 4, "SPLIT": 1},
                  {"BM": 64, "BN": 128, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1, "SPLIT": 1}]
 CONV_SPLIT_CONFIGS = [{**SPLIT_CONFIGS[0], "IMPLICIT": 1}, {**SPLIT_CONFIGS[1], "IMPLICIT": 0}]
-for _op, _cfgs in zip(GEMM_OPS, (CONFIGS + TMA_CONFIGS + SPLIT_CONFIGS, CONV_CONFIGS + CONV_SPLIT_CONFIGS)):
+for _op, _cfgs in zip(GEMM_OPS, (CONFIGS + TMA_CONFIGS + PERSISTENT_CONFIGS + SPLIT_CONFIGS, CONV_CONFIGS + CONV_SPLIT_CONFIGS)):
     tactic(_op, name="triton_int8", configs=_cfgs, priority=20)(_make("int8"))
     tactic(_op, name="triton_fp8", configs=_cfgs, priority=20)(_make("fp8"))

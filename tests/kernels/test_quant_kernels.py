@@ -459,3 +459,17 @@ def test_split_configs_are_not_compiled_where_the_grid_is_full():
     assert triton_int8_gemm.split_fits(layer, cfg, small) is None
     assert "split-K not needed: 16 output tiles" in triton_int8_gemm.split_fits(layer, cfg, large)
     assert triton_int8_gemm.split_fits(layer, {k: v for k, v in cfg.items() if k != "SPLIT"}, large) is None
+
+
+def test_persistent_configs_are_compiled_only_where_tiles_outnumber_multiprocessors():
+    """The interpreter's 8 "multiprocessors": 2 output tiles of 64 × 64 → one tile per program, the plain TMA
+    kernel's work, so the persistent config is skipped with a reason; 16 tiles → timed."""
+    layer = _case_layer(*CASES[2])
+    cfg = {"BM": 64, "BN": 64, "BK": 128, "TMA": 1, "PERSIST": 1}
+    small = [_q8((1, 16, 768)), _q8((128, 768))]
+    large = [_q8((32, 16, 768)), _q8((128, 768))]
+    assert "persistent loop not needed: 2 output tiles for 8 multiprocessors" in triton_int8_gemm.split_fits(
+        layer, cfg, small)
+    assert triton_int8_gemm.split_fits(layer, cfg, large) is None
+    assert all(c in triton_int8_gemm.CONV_CONFIGS and c.get("IMPLICIT") == 0
+               for c in triton_int8_gemm.CONV_CONFIGS if c.get("PERSIST"))
