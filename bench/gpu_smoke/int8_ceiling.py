@@ -10,7 +10,7 @@ replayed (no launch cost), beside fp16 cuBLAS (torch.mm), torch._int_mm and torc
   tma   host-side tensor descriptors (TMA bulk copies into shared memory), one output tile per program
   pers  tma, persistent: one program per multiprocessor walks the output tiles (the next tile's loads overlap
         this tile's epilogue); pers-ws the same loop warp-specialised (producer warps issue the copies)
-With --fused, also the engine's own kernel (kernels/triton_int8_gemm.py) on the BERT shapes with its real epilogue
+With --fp16, the same Triton forms on the fp16 operands (float32 accumulator) beside cuBLAS. With --fused, also the engine's own kernel (kernels/triton_int8_gemm.py) on the BERT shapes with its real epilogue
 (per-channel scale, bias, GELU or none, int8 output quantized): what the epilogue costs beside the bare `tma` form.
 Prints one line per shape with TOPS; exits 0 (a diagnosis, not a check).
 """
@@ -189,6 +189,7 @@ def main():
     p.add_argument("--int8-only", action="store_true", help="skip the fp8 forms")
     p.add_argument("--fused", action="store_true", help="also the engine's fused kernel on the BERT shapes")
     p.add_argument("--bert-only", action="store_true", help="only the BERT shapes")
+    p.add_argument("--fp16", action="store_true", help="also fp16 Triton forms (float accumulator) beside cuBLAS")
     a = p.parse_args()
     t0 = time.perf_counter()
     print(f"device {torch.cuda.get_device_name()} torch {torch.__version__} triton {triton.__version__}", flush=True)
@@ -209,13 +210,14 @@ def main():
         tsm = graph_ms(lambda: torch._scaled_mm(f8a, f8b.t(), scale_a=one, scale_b=one, out_dtype=torch.float16))
         i8 = triton_forms(a8, b8, False)
         f8 = [] if a.int8_only else triton_forms(f8a, f8b, True)
+        h16 = triton_forms(a16, b16, True) if a.fp16 else []     # FP8=True: the float-accumulator path
         tops = lambda ms: ops / ms / 1e9  # noqa: E731
         print(f"{label} M{m} K{k} N{n}: fp16 mm {t16:.4f} ms ({tops(t16):.0f} TFLOPS) | _int_mm {tim:.4f} "
               f"({t16 / tim:.2f}x) | _scaled_mm fp8 {tsm:.4f} ({t16 / tsm:.2f}x)", flush=True)
         fused = []
         if a.fused and label.startswith("bert"):
             fused = fused_forms(a8, n, "Gelu" if "ffn1" in label else "none")
-        for tag, res in (("int8", i8), ("fp8", f8), ("int8 fused", fused)):
+        for tag, res in (("int8", i8), ("fp8", f8), ("int8 fused", fused), ("fp16", h16)):
             if not res:
                 continue
             print(f"   triton {tag}: " + ", ".join(f"{t:.4f} ({t16 / t:.2f}x) {c}" for t, c in res[:6]), flush=True)
