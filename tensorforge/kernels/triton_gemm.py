@@ -11,6 +11,7 @@ TMA=1 (TMA_CONFIGS; float16/bfloat16, 2-D B, operands as tma_reason accepts): A 
 (N, K) with trans_b, read as its transpose, or (K, N) — arrive as tensor descriptors, one bulk tensor copy each per
 K step (out-of-bounds rows and columns read as 0: no addresses or masks in the main loop); the epilogue and its
 store are the pointer kernel's (_epilogue_store). Calls the descriptors cannot take run the pointer loop instead.
+PERSIST=1 (PERSISTENT_CONFIGS, with TMA=1): the same loop in one program per multiprocessor walking the tiles.
 """
 
 import torch
@@ -41,6 +42,12 @@ TMA_CONFIGS = [
     {"BM": 128, "BN": 256, "BK": 64, "G": 8, "stages": 3, "warps": 8, "TMA": 1},
     {"BM": 64, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
     {"BM": 128, "BN": 64, "BK": 64, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
+]
+# the tensor-descriptor loop as a persistent kernel: one program per multiprocessor walks the output tiles, the
+# next tile's bulk copies overlapping this tile's epilogue; only where the tiles outnumber the multiprocessors
+PERSISTENT_CONFIGS = [
+    {"BM": 128, "BN": 256, "BK": 64, "G": 8, "stages": 3, "warps": 8, "TMA": 1, "PERSIST": 1},
+    {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 8, "TMA": 1, "PERSIST": 1},
 ]
 SKINNY_ROWS = 64
 ACTIVATIONS = ("none", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Gelu", "GeluTanh",
@@ -152,6 +159,36 @@ def _gemm_tma_kernel(A, B, Bias, R, C, M, N, K, s_rm, s_rn, s_cm, s_cn, scale, a
                     RES_FIRST, ACT)
 
 
+@triton.jit
+def _gemm_tma_persistent_kernel(A, B, Bias, R, C, M, N, K, s_rm, s_rn, s_cm, s_cn, scale, alpha, beta,
+                                HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_FIRST: tl.constexpr,
+                                ACT: tl.constexpr, B_NK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                                BK: tl.constexpr, G: tl.constexpr, NUM_SMS: tl.constexpr):
+    """_gemm_tma_kernel, persistent: NUM_SMS programs each take tiles pid, pid + NUM_SMS, … in grouped order, so
+    the next tile's bulk copies are issued while this tile's epilogue runs and no program is launched per tile.
+    Per tile the same products in the same order and the same epilogue: the same bits as _gemm_tma_kernel."""
+    num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = grouped_tile(tile, M, N, BM, BN, G)
+        acc = tl.zeros([BM, BN], dtype=tl.float32)
+        for k in range(0, K, BK):
+            a = A.load([pid_m * BM, k])
+            if B_NK:
+                b = B.load([pid_n * BN, k]).T
+            else:
+                b = B.load([k, pid_n * BN])
+            acc = tl.dot(a, b, acc)
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        _epilogue_store(acc, rm, rn, M, N, Bias, R, s_rm, s_rn, C, s_cm, s_cn, scale, alpha, beta, HAS_BIAS,
+                        HAS_RES, RES_FIRST, ACT)
+
+
+def _sms(device) -> int:
+    from . import quant_split
+    return quant_split.sm_count(device)
+
+
 def _b_stored(b_kn):
     """B (K, N) — a view, Bᵀ of a stored (N, K) weight when trans_b — as the matrix in memory with unit column
     stride, and whether that is (N, K)."""
@@ -225,6 +262,14 @@ def gemm_epilogue(a, b, bias=None, residual=None, trans_b=0, scale=1.0, activati
         why = tma_reason(a3[0], b)
         if why is None:
             a_desc, b_desc, b_nk = tma_descriptors(a3[0], b, cfg)
+            if cfg.get("PERSIST"):
+                sms = _sms(a.device)
+                _gemm_tma_persistent_kernel[(min(sms, grid[0]),)](
+                    a_desc, b_desc, bias_v, r3[0], c3[0], m, n, k, *r3[0].stride(), *c3[0].stride(), float(scale),
+                    float(alpha), float(beta), HAS_BIAS=bias is not None, HAS_RES=residual is not None,
+                    RES_FIRST=bool(residual_first), ACT=activation, B_NK=b_nk, BM=cfg["BM"], BN=cfg["BN"],
+                    BK=cfg["BK"], G=cfg["G"], NUM_SMS=sms, num_warps=cfg["warps"], num_stages=cfg["stages"])
+                return c
             _gemm_tma_kernel[grid](a_desc, b_desc, bias_v, r3[0], c3[0], m, n, k, *r3[0].stride(), *c3[0].stride(),
                                    float(scale), float(alpha), float(beta), HAS_BIAS=bias is not None,
                                    HAS_RES=residual is not None, RES_FIRST=bool(residual_first), ACT=activation,
@@ -242,7 +287,7 @@ def gemm_epilogue(a, b, bias=None, residual=None, trans_b=0, scale=1.0, activati
     return c
 
 
-@tactic("MatMulEpilogue", name="triton_gemm", configs=CONFIGS + TMA_CONFIGS, priority=1)
+@tactic("MatMulEpilogue", name="triton_gemm", configs=CONFIGS + TMA_CONFIGS + PERSISTENT_CONFIGS, priority=1)
 class TritonGemmEpilogue:
     @staticmethod
     def supports(layer, device):
@@ -274,7 +319,13 @@ class TritonGemmEpilogue:
                 return "A is not a non-empty matrix"
             lead = [st for size, st in zip(a.shape[:-1], a.stride()[:-1]) if size > 1] or [a.shape[-1]]
             worst = next((st for st in lead if st * a.element_size() % 16), lead[0])
-            return tma_reason(a.as_strided((1, a.shape[-1]), (worst, a.stride(-1))), b)   # one row: A's judge
+            why = tma_reason(a.as_strided((1, a.shape[-1]), (worst, a.stride(-1))), b)   # one row: A's judge
+            if why is None and cfg.get("PERSIST") and b.dim() == 2:
+                tiles = triton.cdiv(rows, cfg["BM"]) * triton.cdiv(b.shape[-1], cfg["BN"])
+                sms = _sms(a.device)
+                if tiles <= sms:
+                    return f"persistent loop not needed: {tiles} output tiles for {sms} multiprocessors"
+            return why
         return None
 
     @staticmethod

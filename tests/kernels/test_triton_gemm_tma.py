@@ -150,6 +150,17 @@ def test_misaligned_call_falls_back_to_the_pointer_loop(monkeypatch):
     check(got, oracle(a, w, bias, trans_b=1, act="Gelu"))
 
 
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_persistent_loop_matches_onnxruntime(tma_only, trans_b, monkeypatch):
+    """PERSIST=1: 2 programs walk the 2 × 2 tiles of the (40, 24) output in 32 × 16 tiles, 2 each; a tile
+    skipped, repeated or stored with another tile's accumulator is far outside the bound."""
+    from tensorforge.kernels import quant_split
+    monkeypatch.setattr(quant_split, "INTERPRETED_SMS", 2)
+    a, w, bias, r = operands(trans_b=trans_b, seed=3)
+    got = gemm_epilogue(a, w, bias, r, trans_b=trans_b, activation="Gelu", cfg={**TMA_SMALL, "PERSIST": 1})
+    check(got, oracle(a, w, bias, r, trans_b=trans_b, act="Gelu"))
+
+
 # --- fits -----------------------------------------------------------------------------------------------------
 
 def _fits(a, b, trans_b=1, cfg=TMA_CONFIGS[0]):
@@ -182,6 +193,16 @@ def test_fits_refuses_what_descriptors_cannot_read():
     assert "at most 64 rows" in _fits(torch.empty(128, 40, dtype=h), w, cfg=skinny_tma)
 
 
+def test_persistent_configs_fit_only_where_tiles_outnumber_multiprocessors():
+    """The interpreter's 8 "multiprocessors": the ViT FC1 product at batch 32 (6304 × 3072: 50 × 12 tiles of
+    128 × 256) takes the persistent loop; 64 rows × 768 (1 × 3 tiles) gets a reason instead."""
+    w = torch.empty(3072, 768, dtype=torch.float16)
+    cfg = triton_gemm.PERSISTENT_CONFIGS[0]
+    assert _fits(torch.empty(6304, 768, dtype=torch.float16), w, cfg=cfg) is None
+    assert "persistent loop not needed: 3 output tiles for 8 multiprocessors" in _fits(
+        torch.empty(64, 768, dtype=torch.float16), w[:768], cfg=cfg)
+
+
 def test_tma_configs_are_registered_with_ids_that_round_trip_and_survive_pruning():
     """The tactic offers the pointer and TMA configs; an id names TMA=1 and parses back to the same config; the
     tile pruning never lets a TMA config stand in for a pointer one (or back), and drops none of the TMA configs
@@ -189,7 +210,7 @@ def test_tma_configs_are_registered_with_ids_that_round_trip_and_survive_pruning
     from tensorforge.builder import tactics
     from tensorforge.kernels.registry import _TACTICS, _parse_id
     tac = next(t for t in _TACTICS["MatMulEpilogue"] if t.name == "triton_gemm")
-    assert tac.configs == triton_gemm.CONFIGS + TMA_CONFIGS and tac.fits is not None
+    assert tac.configs == triton_gemm.CONFIGS + TMA_CONFIGS + triton_gemm.PERSISTENT_CONFIGS and tac.fits is not None
     tid = tac.id(TMA_CONFIGS[0])
     assert tid == "matmulepilogue.triton_gemm[BK=64,BM=128,BN=128,G=8,TMA=1,stages=4,warps=8]"
     assert _parse_id(tid)[2] == TMA_CONFIGS[0]
@@ -234,19 +255,22 @@ for cfg, b_nk, dt, act in ((triton_gemm.TMA_CONFIGS[0], True, "fp16", "Gelu"),
     sig = {"A": f"tensordesc<{dt}[{cfg['BM']}, {cfg['BK']}]>", "B": f"tensordesc<{dt}[{bblock[0]}, {bblock[1]}]>",
            **{p: f"*{dt}" for p in ("Bias", "R", "C")}, **{n: "i32" for n in "M N K s_rm s_rn s_cm s_cn".split()},
            "scale": "fp32", "alpha": "fp32", "beta": "fp32", **{c: "constexpr" for c in consts}}
-    k = triton.compile(ASTSource(fn=triton_gemm._gemm_tma_kernel, signature=sig, constexprs=consts),
-                       target=GPUTarget("cuda", 90, 32),
-                       options={"num_warps": cfg["warps"], "num_stages": cfg["stages"]})
-    ptx = k.asm["ptx"]
-    out[f"{dt}{b_nk}"] = {"wgmma": "wgmma" in ptx, "tma": "cp.async.bulk.tensor" in ptx, "cubin": len(k.asm["cubin"]),
-                          "smem": k.metadata.shared}
+    for fn, extra in ((triton_gemm._gemm_tma_kernel, {}), (triton_gemm._gemm_tma_persistent_kernel, {"NUM_SMS": 132})):
+        k = triton.compile(ASTSource(fn=fn, signature={**sig, **{c: "constexpr" for c in extra}},
+                                     constexprs={**consts, **extra}),
+                           target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": cfg["warps"], "num_stages": cfg["stages"]})
+        ptx = k.asm["ptx"]
+        out[f"{dt}{b_nk}{'persistent' if extra else ''}"] = {
+            "wgmma": "wgmma" in ptx, "tma": "cp.async.bulk.tensor" in ptx, "cubin": len(k.asm["cubin"]),
+            "smem": k.metadata.shared}
 print("REPORT" + json.dumps(out))
 '''
 
 
 def test_tma_kernel_compiles_for_sm90_with_bulk_copies_and_wgmma():
-    """Both B layouts (a (N, K) weight read as its transpose; a (K, N) one) compile to sm_90 code whose main loop
-    is cp.async.bulk.tensor + wgmma, with the stages in shared memory an H100 has (≤ 227 KB)."""
+    """Both B layouts (a (N, K) weight read as its transpose; a (K, N) one), one tile per program and persistent,
+    compile to sm_90 code whose main loop is cp.async.bulk.tensor + wgmma, with the stages in shared memory an H100 has (≤ 227 KB)."""
     import json
     import os
     import subprocess
@@ -257,7 +281,7 @@ def test_tma_kernel_compiles_for_sm90_with_bulk_copies_and_wgmma():
     proc = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
-    assert len(report) == 2, report
+    assert len(report) == 4, report
     for r in report.values():
         assert r["wgmma"] and r["tma"] and r["cubin"] > 0 and r["smem"] <= 232448, report
 
@@ -284,7 +308,8 @@ torch.save(outs, sys.argv[2])
 def test_tma_gemm_on_a_hopper_gpu(tmp_path):
     """Every TMA config (Hopper tiles 128×128 / 128×256 … over a 40 × 24 product: partial tiles everywhere) and the
     small test tiles, compiled for the GPU, against onnxruntime: both B layouts, erf and tanh GELU, residual before
-    and after the activation, a ViT-FC1-sized product (M 394, K 768, N 3072). Skips without an sm_90+ GPU."""
+    and after the activation, a ViT-FC1-sized product (M 394, K 768, N 3072), and the persistent configs on a
+    BERT-FC1-sized one (M 4096). Skips without an sm_90+ GPU."""
     import os
     import subprocess
     import sys
@@ -303,6 +328,10 @@ def test_tma_gemm_on_a_hopper_gpu(tmp_path):
                   torch.randn(3072, generator=g).half())
     cases.append({"cfg": TMA_CONFIGS[0], "args": {"a": a, "w": w, "bias": bias, "trans_b": 1, "activation": "Gelu"}})
     wants.append(oracle(a, w, bias, trans_b=1, act="Gelu"))
+    a = torch.randn(4096, 768, generator=g).half()      # BERT-base at batch 32: 192–384 tiles, several per program
+    for cfg in triton_gemm.PERSISTENT_CONFIGS:
+        cases.append({"cfg": cfg, "args": {"a": a, "w": w, "bias": bias, "trans_b": 1, "activation": "Gelu"}})
+        wants.append(oracle(a, w, bias, trans_b=1, act="Gelu"))
     torch.save(cases, tmp_path / "cases.pt")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", RUN_ON_CUDA, str(tmp_path / "cases.pt"), str(tmp_path / "out.pt")],
