@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from tensorforge.kernels.triton_gemm import grouped_tile  # noqa: E402  (the engine's grouped launch order)
+from tensorforge.kernels.triton_int8_gemm import _tma_acc  # noqa: E402  (the engine's bulk-copy main loop)
 
 from int8_profile import graph_ms  # noqa: E402  (one CUDA-graph replay timing for the int8 smokes)
 
@@ -69,17 +70,7 @@ def _mm_ptr(A, B, C, M, N, K, scale, FP8: tl.constexpr, BM: tl.constexpr, BN: tl
 def _mm_tma(a_desc, b_desc, c_desc, M, N, K, scale, FP8: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
             BK: tl.constexpr, G: tl.constexpr):
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, G)
-    if FP8:
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-    else:
-        acc = tl.zeros((BM, BN), dtype=tl.int32)
-    for k in range(0, K, BK):
-        a = a_desc.load([pid_m * BM, k])
-        b = b_desc.load([pid_n * BN, k])
-        if FP8:
-            acc = tl.dot(a, b.T, acc)
-        else:
-            acc = tl.dot(a, b.T, acc, out_dtype=tl.int32)
+    acc = _tma_acc(a_desc, b_desc, pid_m, pid_n, 0, K, FP8, BM, BN, BK)
     c_desc.store([pid_m * BM, pid_n * BN], (acc.to(tl.float32) * scale).to(tl.float16))
 
 
@@ -89,17 +80,7 @@ def _mm_persist(a_desc, b_desc, c_desc, M, N, K, scale, FP8: tl.constexpr, BM: t
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
     for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=not WS, warp_specialize=WS):
         pid_m, pid_n = grouped_tile(tile, M, N, BM, BN, G)
-        if FP8:
-            acc = tl.zeros((BM, BN), dtype=tl.float32)
-        else:
-            acc = tl.zeros((BM, BN), dtype=tl.int32)
-        for k in range(0, K, BK):
-            a = a_desc.load([pid_m * BM, k])
-            b = b_desc.load([pid_n * BN, k])
-            if FP8:
-                acc = tl.dot(a, b.T, acc)
-            else:
-                acc = tl.dot(a, b.T, acc, out_dtype=tl.int32)
+        acc = _tma_acc(a_desc, b_desc, pid_m, pid_n, 0, K, FP8, BM, BN, BK)
         c_desc.store([pid_m * BM, pid_n * BN], (acc.to(tl.float32) * scale).to(tl.float16))
 
 

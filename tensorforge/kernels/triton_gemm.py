@@ -138,13 +138,11 @@ def _gemm_kernel(A, B, Bias, R, C, M, N, K, s_ab, s_am, s_ak, s_bb, s_bk, s_bn, 
 
 
 @triton.jit
-def _gemm_tma_kernel(A, B, Bias, R, C, M, N, K, s_rm, s_rn, s_cm, s_cn, scale, alpha, beta, HAS_BIAS: tl.constexpr,
-                     HAS_RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr, B_NK: tl.constexpr,
-                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, G: tl.constexpr):
-    """_gemm_kernel's 2-D product with A (M, K) and B — (N, K) when B_NK (a transposed weight, read as its
-    transpose), else (K, N) — as tensor descriptors: each K step is two bulk tensor copies into shared memory,
-    rows and columns past the edges read as 0, so the main loop has no addresses or masks."""
-    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, G)
+def _tma_tile(A, B, pid_m, pid_n, M, N, K, Bias, R, s_rm, s_rn, C, s_cm, s_cn, scale, alpha, beta,
+              HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr,
+              B_NK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """One (BM, BN) output tile from tensor descriptors A (M, K) and B — (N, K) when B_NK, read as its transpose,
+    else (K, N): two bulk copies per K step into a float32 accumulator, then the epilogue and the store."""
     acc = tl.zeros([BM, BN], dtype=tl.float32)
     for k in range(0, K, BK):
         a = A.load([pid_m * BM, k])
@@ -160,6 +158,18 @@ def _gemm_tma_kernel(A, B, Bias, R, C, M, N, K, s_rm, s_rn, s_cm, s_cn, scale, a
 
 
 @triton.jit
+def _gemm_tma_kernel(A, B, Bias, R, C, M, N, K, s_rm, s_rn, s_cm, s_cn, scale, alpha, beta, HAS_BIAS: tl.constexpr,
+                     HAS_RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr, B_NK: tl.constexpr,
+                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, G: tl.constexpr):
+    """_gemm_kernel's 2-D product with A (M, K) and B — (N, K) when B_NK (a transposed weight, read as its
+    transpose), else (K, N) — as tensor descriptors: each K step is two bulk tensor copies into shared memory,
+    rows and columns past the edges read as 0, so the main loop has no addresses or masks."""
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, G)
+    _tma_tile(A, B, pid_m, pid_n, M, N, K, Bias, R, s_rm, s_rn, C, s_cm, s_cn, scale, alpha, beta, HAS_BIAS,
+              HAS_RES, RES_FIRST, ACT, B_NK, BM, BN, BK)
+
+
+@triton.jit
 def _gemm_tma_persistent_kernel(A, B, Bias, R, C, M, N, K, s_rm, s_rn, s_cm, s_cn, scale, alpha, beta,
                                 HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr, RES_FIRST: tl.constexpr,
                                 ACT: tl.constexpr, B_NK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
@@ -170,18 +180,8 @@ def _gemm_tma_persistent_kernel(A, B, Bias, R, C, M, N, K, s_rm, s_rn, s_cm, s_c
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
     for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = grouped_tile(tile, M, N, BM, BN, G)
-        acc = tl.zeros([BM, BN], dtype=tl.float32)
-        for k in range(0, K, BK):
-            a = A.load([pid_m * BM, k])
-            if B_NK:
-                b = B.load([pid_n * BN, k]).T
-            else:
-                b = B.load([k, pid_n * BN])
-            acc = tl.dot(a, b, acc)
-        rm = pid_m * BM + tl.arange(0, BM)
-        rn = pid_n * BN + tl.arange(0, BN)
-        _epilogue_store(acc, rm, rn, M, N, Bias, R, s_rm, s_rn, C, s_cm, s_cn, scale, alpha, beta, HAS_BIAS,
-                        HAS_RES, RES_FIRST, ACT)
+        _tma_tile(A, B, pid_m, pid_n, M, N, K, Bias, R, s_rm, s_rn, C, s_cm, s_cn, scale, alpha, beta, HAS_BIAS,
+                  HAS_RES, RES_FIRST, ACT, B_NK, BM, BN, BK)
 
 
 def _sms(device) -> int:

@@ -99,6 +99,28 @@ def _quantize_r(t, scale, rscale, zp, lo, hi, KIND: tl.constexpr):
 
 
 @triton.jit
+def _zero_acc(FP8: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """The (BM, BN) accumulator: float32 for fp8 products, int32 (exact) for int8 ones."""
+    return tl.zeros((BM, BN), dtype=tl.float32 if FP8 else tl.int32)
+
+
+@triton.jit
+def _tma_acc(A, B, pid_m, pid_n, k_lo, k_hi, FP8: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+             BK: tl.constexpr):
+    """Σ_k A[rows, k]·B[cols, k] over K columns [k_lo, k_hi) of output tile (pid_m, pid_n), A (M, K) and B (N, K)
+    as tensor descriptors: two bulk copies per K step (rows and columns past the edges read as 0)."""
+    acc = _zero_acc(FP8, BM, BN)
+    for k in range(k_lo, k_hi, BK):
+        a = A.load([pid_m * BM, k])
+        b = B.load([pid_n * BN, k]).T
+        if FP8:
+            acc = tl.dot(a, b, acc)
+        else:
+            acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+    return acc
+
+
+@triton.jit
 def _epilogue(acc, rm, rn, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
               x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
               y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
@@ -180,54 +202,43 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, Ktab, KT, P, KSPLIT, M
         a_ptr = A + rm[:, None].to(tl.int64) * s_am + (k_lo + rk)[None, :] * s_ak
     if not TMA:
         b_ptr = B + rn[None, :].to(tl.int64) * s_bn + (k_lo + rk)[:, None] * s_bk
-    if FP8:
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
+    if TMA:      # A and B are tensor descriptors
+        acc = _tma_acc(A, B, pid_m, pid_n, k_lo, k_hi, FP8, BM, BN, BK)
     else:
-        acc = tl.zeros((BM, BN), dtype=tl.int32)
-    for k in range(k_lo, k_hi, BK):
-        if not TMA:
+        acc = _zero_acc(FP8, BM, BN)
+        for k in range(k_lo, k_hi, BK):
             b_mask = (rn[None, :] < N) & (rk[:, None] + k < k_hi)
-        if CONV and TAP_ALIGNED:     # CIN % BK == 0: this K block is channels c0..c0+BK of one tap (r, s)
-            tap = k // CIN
-            ih = base_h + (tap // KW) * dh
-            iw = base_w + (tap % KW) * dw
-            inside = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm < M)
-            a_mask = tl.broadcast_to(inside[:, None], (BM, BK))
-            a_at = (x_row + ih * sxh + iw * sxw)[:, None] + ((k - tap * CIN + rk) * sxc)[None, :]
-        elif CONV:   # any C: column k's offset and tap displacement from the tap table (no division per element)
-            kk = k + rk
-            ih = base_h[:, None] + tl.load(Ktab + KT + kk)[None, :]
-            iw = base_w[:, None] + tl.load(Ktab + 2 * KT + kk)[None, :]
-            a_mask = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm[:, None] < M)
-            a_at = x_row[:, None] + x_pix + tl.load(Ktab + kk)[None, :]
-        elif TMA:
-            pass         # A and B are tensor descriptors, loaded below
-        else:
-            a_mask = (rm[:, None] < M) & (rk[None, :] + k < k_hi)
-            a_at = a_ptr
-        if TMA:      # bulk tensor copies (out-of-bounds rows and columns read as 0)
-            a = A.load([pid_m * BM, k])
-            b = B.load([pid_n * BN, k]).T
+            if CONV and TAP_ALIGNED:     # CIN % BK == 0: this K block is channels c0..c0+BK of one tap (r, s)
+                tap = k // CIN
+                ih = base_h + (tap // KW) * dh
+                iw = base_w + (tap % KW) * dw
+                inside = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm < M)
+                a_mask = tl.broadcast_to(inside[:, None], (BM, BK))
+                a_at = (x_row + ih * sxh + iw * sxw)[:, None] + ((k - tap * CIN + rk) * sxc)[None, :]
+            elif CONV:   # any C: column k's offset and tap displacement from the tap table (no division per element)
+                kk = k + rk
+                ih = base_h[:, None] + tl.load(Ktab + KT + kk)[None, :]
+                iw = base_w[:, None] + tl.load(Ktab + 2 * KT + kk)[None, :]
+                a_mask = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W) & (rm[:, None] < M)
+                a_at = x_row[:, None] + x_pix + tl.load(Ktab + kk)[None, :]
+            else:
+                a_mask = (rm[:, None] < M) & (rk[None, :] + k < k_hi)
+                a_at = a_ptr
             if FP8:
+                a = tl.load(a_at, mask=a_mask, other=0.0)
+                b = tl.load(b_ptr, mask=b_mask, other=0.0)
                 acc = tl.dot(a, b, acc)
             else:
+                if PAD_ZERO:     # zero-filled asynchronous copies: the main loop stays pipelined
+                    a = tl.load(a_at, mask=a_mask, other=0)
+                else:            # outside the image: the zero point (a real 0); a select in registers, not pipelined
+                    a = tl.load(a_at, mask=a_mask, other=pad)
+                if SHIFT:
+                    a = (a.to(tl.int32) - 128).to(tl.int8)
+                b = tl.load(b_ptr, mask=b_mask, other=0)
                 acc = tl.dot(a, b, acc, out_dtype=tl.int32)
-        elif FP8:
-            a = tl.load(a_at, mask=a_mask, other=0.0)
-            b = tl.load(b_ptr, mask=b_mask, other=0.0)
-            acc = tl.dot(a, b, acc)
-        else:
-            if PAD_ZERO:     # zero-filled asynchronous copies: the main loop stays pipelined
-                a = tl.load(a_at, mask=a_mask, other=0)
-            else:            # outside the image: the zero point (a real 0); a select in registers, not pipelined
-                a = tl.load(a_at, mask=a_mask, other=pad)
-            if SHIFT:
-                a = (a.to(tl.int32) - 128).to(tl.int8)
-            b = tl.load(b_ptr, mask=b_mask, other=0)
-            acc = tl.dot(a, b, acc, out_dtype=tl.int32)
-        if not CONV and not TMA:
-            a_ptr += BK * s_ak
-        if not TMA:
+            if not CONV:
+                a_ptr += BK * s_ak
             b_ptr += BK * s_bk
     if SPLIT:
         pmask = (rm[:, None] < M) & (rn[None, :] < N)
@@ -257,17 +268,7 @@ def _qgemm_persistent_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
     for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=not WS, warp_specialize=WS):
         pid_m, pid_n = grouped_tile(tile, M, N, BM, BN, G)
-        if FP8:
-            acc = tl.zeros((BM, BN), dtype=tl.float32)
-        else:
-            acc = tl.zeros((BM, BN), dtype=tl.int32)
-        for k in range(0, K, BK):
-            a = A.load([pid_m * BM, k])
-            b = B.load([pid_n * BN, k]).T
-            if FP8:
-                acc = tl.dot(a, b, acc)
-            else:
-                acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+        acc = _tma_acc(A, B, pid_m, pid_n, 0, K, FP8, BM, BN, BK)
         rm = pid_m * BM + tl.arange(0, BM)
         rn = pid_n * BN + tl.arange(0, BN)
         _epilogue(acc, rm, rn, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
@@ -291,10 +292,7 @@ def _splitk_reduce_kernel(P, S, MN, Wsum, Mult, Bias, Post, R, C, C2, M, N, s_rm
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     at = P + rm[:, None].to(tl.int64) * N + rn[None, :]
-    if FP8:
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-    else:
-        acc = tl.zeros((BM, BN), dtype=tl.int32)
+    acc = _zero_acc(FP8, BM, BN)
     for s in range(0, S):
         acc += tl.load(at + s * MN, mask=mask, other=0)
     _epilogue(acc, rm, rn, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
