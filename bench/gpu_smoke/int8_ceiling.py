@@ -114,7 +114,7 @@ def fused_forms(a8, n, act):
     want = get_spec(layer.op).reference(*small, **layer.attrs)     # the op's reference on 256 rows
     out = []
     for cfg in tig.TMA_CONFIGS + tig.PERSISTENT_CONFIGS + tig.CONFIGS[:2]:
-        form = ('pers-ws' if cfg.get('WS') else 'pers') if cfg.get('PERSIST') else ('tma' if cfg.get('TMA') else 'ptr')
+        form = 'pers' if cfg.get('PERSIST') else ('tma' if cfg.get('TMA') else 'ptr')
         name = f"fused-{act} {form} {cfg['BM']}x{cfg['BN']}x{cfg['BK']}s{cfg['stages']}w{cfg['warps']}"
         try:
             kern = tig.build_kernel(layer, cfg, DEV)

@@ -130,7 +130,7 @@ def run_tactics(name, layer, inputs, fp16_fn, check=True, check_rows=4, timer=No
                 line(False, f"{name}:{tid}", detail)
                 continue
         ms = timer(lambda: kernel(inputs))
-        key = tac.name + ("_splitk" if cfg.get("SPLIT") else "")     # split-K beside the one-pass configs
+        key = tac.name + ("_splitk" if cfg.get("SPLIT") else "") + ("_persistent" if cfg.get("PERSIST") else "")
         if key not in best or ms < best[key][0]:
             best[key] = (ms, tid)
     for tname, (ms, tid) in sorted(best.items(), key=lambda kv: kv[1][0]):

@@ -258,15 +258,13 @@ def _qgemm_persistent_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_
                              HAS_BIAS: tl.constexpr, HAS_POST: tl.constexpr, RES: tl.constexpr,
                              RES_FIRST: tl.constexpr, ACT: tl.constexpr, MID: tl.constexpr, OUT: tl.constexpr,
                              OUT2: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                             G: tl.constexpr, NUM_SMS: tl.constexpr, WS: tl.constexpr):
+                             G: tl.constexpr, NUM_SMS: tl.constexpr):
     """The TMA main loop, persistent: NUM_SMS programs (one per multiprocessor) each walk the output tiles
     tile = pid, pid + NUM_SMS, … in grouped order, so a program's next tile's bulk copies are issued while this
-    tile's epilogue runs, and no program is launched per tile. WS=1 warp-specialises the loop (producer warps issue
-    the copies, consumer warps the MMAs and the epilogue; Hopper: the tile loop is not flattened then). Same
-    arithmetic per tile as _qgemm_kernel with TMA=1 (exact int32 sums, the same _epilogue), so the same bits;
-    the same traffic, less launch and tail time."""
+    tile's epilogue runs, and no program is launched per tile. Same arithmetic per tile as _qgemm_kernel with
+    TMA=1 (exact int32 sums, the same _epilogue), so the same bits; the same traffic, less launch and tail time."""
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
-    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=not WS, warp_specialize=WS):
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = grouped_tile(tile, M, N, BM, BN, G)
         acc = _tma_acc(A, B, pid_m, pid_n, 0, K, FP8, BM, BN, BK)
         rm = pid_m * BM + tl.arange(0, BM)
@@ -429,7 +427,7 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
         _qgemm_persistent_kernel[(min(sms, tiles),)](
             a_arg, b_arg, *epi_ptrs, m, n, k, r.stride(0), r.stride(1), out.stride(0), out.stride(1),
             *epi_scalars, FP8=fp8, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], NUM_SMS=sms,
-            WS=bool(cfg.get("WS")), **epi_consts, **opts)
+            **epi_consts, **opts)
         return (out, out2) if out2_kind else out
     splits, ksplit = split_plan(m, n, k, cfg, sm_count(a8.device)) if cfg.get("SPLIT") else (1, k)
     partial = (out.new_empty((splits, m, n), dtype=torch.float32 if fp8 else torch.int32) if splits > 1
@@ -519,12 +517,12 @@ TMA_CONFIGS = [
     {"BM": 128, "BN": 64, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
     {"BM": 64, "BN": 128, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
 ]
-# the TMA main loop as a persistent kernel (one program per multiprocessor walking the tiles), plain and
-# warp-specialised: the next tile's copies overlap this tile's epilogue (bench/gpu_smoke/int8_ceiling.py, pers forms);
-# compiled only where there are more output tiles than multiprocessors (split_fits)
+# the TMA main loop as a persistent kernel (one program per multiprocessor walking the tiles): the next tile's
+# copies overlap this tile's epilogue; in the two tiles of the fastest one-tile TMA forms on BERT's GEMMs
+# (int8-ceiling-nvidia-h200.txt); compiled only where there are more output tiles than multiprocessors (split_fits)
 PERSISTENT_CONFIGS = [
     {"BM": 128, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 8, "TMA": 1, "PERSIST": 1},
-    {"BM": 128, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 8, "TMA": 1, "PERSIST": 1, "WS": 1},
+    {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 4, "TMA": 1, "PERSIST": 1},
 ]
 # convolutions: the implicit GEMM in every config, and the explicit one (im2col, or the NHWC view of a 1×1
 # convolution) with pointer loads, with TMA, and in a 64-wide TMA tile with short K steps for the C = 3 stem

@@ -71,11 +71,10 @@ report["gemm_tma"] = compile_like_launch(
     gemm, {**base, "TMA": True, "CONV": False, "TAP_ALIGNED": False, "PAD_ZERO": True, "BM": tcfg["BM"],
            "BN": tcfg["BN"], "BK": tcfg["BK"]}, tcfg,
     desc={"A": f"tensordesc<i8[{tcfg['BM']}, {tcfg['BK']}]>", "B": f"tensordesc<i8[{tcfg['BN']}, {tcfg['BK']}]>"})
-for ws in (0, 1):   # the persistent TMA loop, plain and warp-specialised
-    pcfg = T.PERSISTENT_CONFIGS[ws]
-    report[f"gemm_persistent_ws{ws}"] = compile_like_launch(
+for i, pcfg in enumerate(T.PERSISTENT_CONFIGS):   # the persistent TMA loop
+    report[f"gemm_persistent{i}"] = compile_like_launch(
         gemm, {k: v for k, v in base.items() if k not in ("TMA", "SPLIT", "SHIFT")} | {
-            "BM": pcfg["BM"], "BN": pcfg["BN"], "BK": pcfg["BK"], "NUM_SMS": 132, "WS": bool(pcfg.get("WS"))}, pcfg,
+            "BM": pcfg["BM"], "BN": pcfg["BN"], "BK": pcfg["BK"], "NUM_SMS": 132}, pcfg,
         desc={"A": f"tensordesc<i8[{pcfg['BM']}, {pcfg['BK']}]>", "B": f"tensordesc<i8[{pcfg['BN']}, {pcfg['BK']}]>"},
         fn=T._qgemm_persistent_kernel)
 scfg = T.SPLIT_CONFIGS[0]      # split-K: the K range starts at program_id(1)·KSPLIT, a runtime multiple of BK that
@@ -101,9 +100,9 @@ def test_int8_gemm_main_loop_is_pipelined_on_sm90():
     assert r["gemm_tma"]["wgmma"] >= 1 and r["gemm_tma"]["tma_copies"] >= 2, r["gemm_tma"]
     assert r["gemm_tma"]["async_copies"] == 0 and r["gemm_tma"]["local_loads"] == 0, r["gemm_tma"]
     assert r["gemm"]["tma_copies"] == 0, r["gemm"]
-    # persistent, plain and warp_specialize=True: the same bulk copies feeding the wgmma from shared memory
-    for ws in (0, 1):
-        p = r[f"gemm_persistent_ws{ws}"]
+    # persistent: the same bulk copies feeding the wgmma from shared memory
+    for i in range(2):
+        p = r[f"gemm_persistent{i}"]
         assert p["wgmma"] >= 1 and p["tma_copies"] >= 2 and p["local_loads"] == 0, p
     # the padded convolution with a non-zero zero point selects the fill in registers: the form the check rejects
     assert r["conv_zero_point_pad"]["local_loads"] >= 1, r
