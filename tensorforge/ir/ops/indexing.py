@@ -44,15 +44,18 @@ def _prod(dims) -> int:
 
 
 def _linear(indices: torch.Tensor, dims: tuple[int, ...], device) -> torch.Tensor:
-    """Row-major linear offset of each index tuple (last axis of `indices`) into a block of shape `dims`."""
-    k = len(dims)
+    """Row-major linear offset of each index tuple (last axis of `indices`) into a block of shape `dims`:
+    Σ_j wrap(i_j)·stride_j, stride_j = Π dims[j+1:], with wrap(i) = i + dims[j] for i < 0. The sizes and strides
+    are Python ints folded into each elementwise kernel — no tensor is made from host data, so no host→device
+    copy: the op stays capturable in a CUDA graph. Reads the indices once per axis, writes the offsets."""
     idx = indices.to(device=device, dtype=torch.int64)
-    size = torch.tensor(dims, dtype=torch.int64, device=device)
-    idx = torch.where(idx < 0, idx + size, idx)
-    strides = [1] * k
-    for j in range(k - 2, -1, -1):
-        strides[j] = strides[j + 1] * dims[j + 1]
-    return (idx * torch.tensor(strides, dtype=torch.int64, device=device)).sum(-1)     # k = 0: offset 0
+    lin = torch.zeros(idx.shape[:-1], dtype=torch.int64, device=device)       # k = 0: offset 0
+    stride = 1
+    for j in range(len(dims) - 1, -1, -1):
+        col = idx[..., j]
+        lin = lin + torch.where(col < 0, col + dims[j], col) * stride
+        stride *= dims[j]
+    return lin
 
 
 @op("GatherND", attrs={"batch_dims": 0})
