@@ -18,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..util import device as _device
 from ..util.log import get_logger
 from .registry import tactic, triton_device_reason
 from .torch_fused import epilogue_operands, rows_in_memory_order
@@ -49,6 +50,7 @@ PERSISTENT_CONFIGS = [
     {"BM": 128, "BN": 256, "BK": 64, "G": 8, "stages": 3, "warps": 8, "TMA": 1, "PERSIST": 1},
     {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 8, "TMA": 1, "PERSIST": 1},
 ]
+INTERPRETED_SMS = 8     # the "device" a persistent grid is sized for under TRITON_INTERPRET=1 (CPU tests)
 SKINNY_ROWS = 64
 ACTIVATIONS = ("none", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Gelu", "GeluTanh",
                "Silu", "Elu")
@@ -185,8 +187,8 @@ def _gemm_tma_persistent_kernel(A, B, Bias, R, C, M, N, K, s_rm, s_rn, s_cm, s_c
 
 
 def _sms(device) -> int:
-    from . import quant_split
-    return quant_split.sm_count(device)
+    """Multiprocessors the persistent grid fills: the CUDA device's, INTERPRETED_SMS under the interpreter."""
+    return _device.sm_count(device, INTERPRETED_SMS)
 
 
 def _b_stored(b_kn):

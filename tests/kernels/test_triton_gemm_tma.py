@@ -154,8 +154,7 @@ def test_misaligned_call_falls_back_to_the_pointer_loop(monkeypatch):
 def test_persistent_loop_matches_onnxruntime(tma_only, trans_b, monkeypatch):
     """PERSIST=1: 2 programs walk the 2 × 2 tiles of the (40, 24) output in 32 × 16 tiles, 2 each; a tile
     skipped, repeated or stored with another tile's accumulator is far outside the bound."""
-    from tensorforge.kernels import quant_split
-    monkeypatch.setattr(quant_split, "INTERPRETED_SMS", 2)
+    monkeypatch.setattr(triton_gemm, "INTERPRETED_SMS", 2)
     a, w, bias, r = operands(trans_b=trans_b, seed=3)
     got = gemm_epilogue(a, w, bias, r, trans_b=trans_b, activation="Gelu", cfg={**TMA_SMALL, "PERSIST": 1})
     check(got, oracle(a, w, bias, r, trans_b=trans_b, act="Gelu"))
