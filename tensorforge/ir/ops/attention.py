@@ -130,7 +130,7 @@ def flex_attention(q, k, v, *captured, scale=None, softmax_precision=None, score
     if hq != hkv:
         k, v = k.repeat_interleave(hq // hkv, dim=1), v.repeat_interleave(hq // hkv, dim=1)
     s = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    root = torch.tensor(math.sqrt(s), dtype=torch.float32).to(q.dtype).to(q.device)
+    root = torch.full((), math.sqrt(s), dtype=torch.float32).to(q.dtype).item()   # √scale in Q's dtype, on the host
     work = dtype_from_name(softmax_precision) if softmax_precision else (
         q.dtype if q.dtype == torch.float64 else torch.float32)
     scores = torch.matmul(q * root, (k * root).transpose(-1, -2)).to(work)

@@ -36,9 +36,11 @@ def _zp(z, like):
 
 
 def qgemm_multiplier(a_scale, b_scale, y_scale, alpha: float) -> torch.Tensor:
-    """(N,) or () float32: alpha · a_scale · b_scale[n] (left to right in float32), divided by y_scale if given."""
+    """(N,) or () float32: alpha · a_scale · b_scale[n] (left to right in float32), divided by y_scale if given.
+    alpha enters as a Python scalar (rounded to float32 by the multiply): no tensor made from host data, so no
+    host→device copy in the QGemm kernel's per-call epilogue, which stays capturable in a CUDA graph."""
     dev = b_scale.device
-    m = torch.tensor(alpha, dtype=torch.float32, device=dev) * a_scale.float().reshape(()).to(dev)
+    m = a_scale.float().reshape(()).to(dev) * alpha
     m = m * b_scale.float().reshape(-1 if b_scale.numel() > 1 else ())
     if y_scale is not None:
         m = m / y_scale.float().reshape(()).to(dev)
