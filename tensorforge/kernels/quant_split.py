@@ -11,6 +11,7 @@ from triton import cdiv as _cdiv
 
 from ..util import device as _device
 from .quant_gemm import conv_geometry
+from .triton_gemm import output_tiles, persistent_reason
 
 MAX_SPLITS = 16
 INTERPRETED_SMS = 8         # the "device" split_plan sizes for under TRITON_INTERPRET=1 (CPU tests)
@@ -27,7 +28,7 @@ def split_plan(m: int, n: int, k: int, cfg: dict, sms: int) -> tuple[int, int]:
     (fp8: float32) partial; a second pass sums the S partials and runs the epilogue. S = min(⌈sms / tiles⌉,
     K blocks, MAX_SPLITS), with every split non-empty. Extra traffic: 8·S bytes per output element (partials
     written, then read). (1, k): no split."""
-    tiles = _cdiv(m, cfg["BM"]) * _cdiv(n, cfg["BN"])
+    tiles = output_tiles(m, n, cfg)
     kblocks = _cdiv(k, cfg["BK"])
     want = min(kblocks, MAX_SPLITS, _cdiv(sms, max(tiles, 1)))
     if want <= 1:
@@ -58,11 +59,9 @@ def split_fits(layer, cfg, inputs) -> str | None:
         return None
     sms = sm_count(inputs[0].device)
     if cfg.get("PERSIST"):
-        tiles = _cdiv(dims[0], cfg["BM"]) * _cdiv(dims[1], cfg["BN"])
-        return (f"persistent loop not needed: {tiles} output tiles for {sms} multiprocessors" if tiles <= sms
-                else None)
+        return persistent_reason(dims[0], dims[1], cfg, sms)
     if split_plan(*dims, cfg, sms)[0] <= 1:
         m, n, _ = dims
-        return (f"split-K not needed: {_cdiv(m, cfg['BM']) * _cdiv(n, cfg['BN'])} output tiles for {sms} "
+        return (f"split-K not needed: {output_tiles(m, n, cfg)} output tiles for {sms} "
                 "multiprocessors")
     return None

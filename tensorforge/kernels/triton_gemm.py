@@ -191,6 +191,19 @@ def _sms(device) -> int:
     return _device.sm_count(device, INTERPRETED_SMS)
 
 
+def output_tiles(m: int, n: int, cfg: dict) -> int:
+    """⌈m/BM⌉·⌈n/BN⌉: the output tiles of an (m, n) product in cfg's tiles."""
+    return triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"])
+
+
+def persistent_reason(m: int, n: int, cfg: dict, sms: int) -> str | None:
+    """Why a persistent config (one program per multiprocessor walking the tiles) is not worth compiling for an
+    (m, n) output: no more tiles than multiprocessors, so each program takes one tile — the one-tile kernel's work.
+    Shared by the fp16 GEMM and the quantized one (quant_split.split_fits)."""
+    tiles = output_tiles(m, n, cfg)
+    return f"persistent loop not needed: {tiles} output tiles for {sms} multiprocessors" if tiles <= sms else None
+
+
 def _b_stored(b_kn):
     """B (K, N) — a view, Bᵀ of a stored (N, K) weight when trans_b — as the matrix in memory with unit column
     stride, and whether that is (N, K)."""
@@ -259,24 +272,20 @@ def gemm_epilogue(a, b, bias=None, residual=None, trans_b=0, scale=1.0, activati
     if allow_tf32 is None:
         allow_tf32 = torch.backends.cuda.matmul.allow_tf32
     precision = "tf32" if (a.dtype == torch.float32 and allow_tf32 and a.device.type == "cuda") else "ieee"
-    grid = (triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"]), nb)
+    grid = (output_tiles(m, n, cfg), nb)
     if cfg.get("TMA"):
         why = tma_reason(a3[0], b)
         if why is None:
             a_desc, b_desc, b_nk = tma_descriptors(a3[0], b, cfg)
-            if cfg.get("PERSIST"):
+            kernel, tma_grid, extra = _gemm_tma_kernel, grid, {}
+            if cfg.get("PERSIST"):      # one program per multiprocessor (at most one per tile) walks the tiles
                 sms = _sms(a.device)
-                _gemm_tma_persistent_kernel[(min(sms, grid[0]),)](
-                    a_desc, b_desc, bias_v, r3[0], c3[0], m, n, k, *r3[0].stride(), *c3[0].stride(), float(scale),
-                    float(alpha), float(beta), HAS_BIAS=bias is not None, HAS_RES=residual is not None,
-                    RES_FIRST=bool(residual_first), ACT=activation, B_NK=b_nk, BM=cfg["BM"], BN=cfg["BN"],
-                    BK=cfg["BK"], G=cfg["G"], NUM_SMS=sms, num_warps=cfg["warps"], num_stages=cfg["stages"])
-                return c
-            _gemm_tma_kernel[grid](a_desc, b_desc, bias_v, r3[0], c3[0], m, n, k, *r3[0].stride(), *c3[0].stride(),
-                                   float(scale), float(alpha), float(beta), HAS_BIAS=bias is not None,
-                                   HAS_RES=residual is not None, RES_FIRST=bool(residual_first), ACT=activation,
-                                   B_NK=b_nk, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"],
-                                   num_warps=cfg["warps"], num_stages=cfg["stages"])
+                kernel, tma_grid, extra = _gemm_tma_persistent_kernel, (min(sms, grid[0]),), {"NUM_SMS": sms}
+            kernel[tma_grid](a_desc, b_desc, bias_v, r3[0], c3[0], m, n, k, *r3[0].stride(), *c3[0].stride(),
+                             float(scale), float(alpha), float(beta), HAS_BIAS=bias is not None,
+                             HAS_RES=residual is not None, RES_FIRST=bool(residual_first), ACT=activation,
+                             B_NK=b_nk, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"],
+                             num_warps=cfg["warps"], num_stages=cfg["stages"], **extra)
             return c
         log = get_logger()      # e.g. a misaligned view at a shape other than the opt point's, where fits() judged
         if log.is_verbose:
@@ -322,11 +331,8 @@ class TritonGemmEpilogue:
             lead = [st for size, st in zip(a.shape[:-1], a.stride()[:-1]) if size > 1] or [a.shape[-1]]
             worst = next((st for st in lead if st * a.element_size() % 16), lead[0])
             why = tma_reason(a.as_strided((1, a.shape[-1]), (worst, a.stride(-1))), b)   # one row: A's judge
-            if why is None and cfg.get("PERSIST") and b.dim() == 2:
-                tiles = triton.cdiv(rows, cfg["BM"]) * triton.cdiv(b.shape[-1], cfg["BN"])
-                sms = _sms(a.device)
-                if tiles <= sms:
-                    return f"persistent loop not needed: {tiles} output tiles for {sms} multiprocessors"
+            if why is None and cfg.get("PERSIST"):      # tma_reason passed: B is 2-D
+                return persistent_reason(rows, b.shape[-1], cfg, _sms(a.device))
             return why
         return None
 

@@ -34,7 +34,7 @@ from .quant_common import is_fp8
 from .quant_gemm import GEMM_OPS, gemm_layer_reason, make_gemm_kernel
 from .quant_split import sm_count, split_fits, split_plan
 from .registry import tactic, triton_device_reason
-from .triton_gemm import apply_activation, grouped_tile
+from .triton_gemm import apply_activation, grouped_tile, output_tiles
 
 CONFIGS = [     # int8/fp8 MMA wants K steps of 64–128 bytes
     {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 8},
@@ -423,8 +423,7 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
         if not use_tma or cfg.get("SPLIT"):
             raise ValueError("the persistent main loop is the TMA one, without split-K")
         sms = sm_count(a8.device)
-        tiles = triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"])
-        _qgemm_persistent_kernel[(min(sms, tiles),)](
+        _qgemm_persistent_kernel[(min(sms, output_tiles(m, n, cfg)),)](
             a_arg, b_arg, *epi_ptrs, m, n, k, r.stride(0), r.stride(1), out.stride(0), out.stride(1),
             *epi_scalars, FP8=fp8, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], NUM_SMS=sms,
             **epi_consts, **opts)
@@ -432,7 +431,7 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
     splits, ksplit = split_plan(m, n, k, cfg, sm_count(a8.device)) if cfg.get("SPLIT") else (1, k)
     partial = (out.new_empty((splits, m, n), dtype=torch.float32 if fp8 else torch.int32) if splits > 1
                else wsum)
-    grid = (triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"]), splits)
+    grid = (output_tiles(m, n, cfg), splits)
     _qgemm_kernel[grid](
         a_arg, b_arg, *epi_ptrs[:7], ktab if ktab is not None else wsum, ktab.numel() // 3 if ktab is not None else 0,
         partial, ksplit, m, n, k, *sa, b8.stride(0), b8.stride(1), r.stride(0), r.stride(1),
