@@ -28,7 +28,7 @@ import triton.language as tl
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-from tensorforge.kernels.triton_gemm import grouped_tile  # noqa: E402  (the engine's grouped launch order)
+from tensorforge.kernels.triton_gemm import grouped_tile, output_tiles  # noqa: E402  (the engine's launch order, tile count)
 from tensorforge.kernels.triton_int8_gemm import _tma_acc  # noqa: E402  (the engine's bulk-copy main loop)
 
 from int8_profile import graph_ms  # noqa: E402  (one CUDA-graph replay timing for the int8 smokes)
@@ -89,7 +89,7 @@ def persistent_forms(a, b, fp8, da, db, dc, cfg):
     bm, bn, bk, st, wp = cfg
     (m, k), n = a.shape, b.shape[0]
     sms = torch.cuda.get_device_properties(DEV).multi_processor_count
-    grid = (min(sms, triton.cdiv(m, bm) * triton.cdiv(n, bn)),)
+    grid = (min(sms, output_tiles(m, n, {"BM": bm, "BN": bn})),)
     out = []
     for ws in (False, True):
         name = f"pers{'-ws' if ws else ''} {bm}x{bn}x{bk}s{st}w{wp}"

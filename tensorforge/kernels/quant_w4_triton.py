@@ -13,7 +13,7 @@ import triton.language as tl
 
 from ..ir.ops.low_precision import as_int
 from .registry import tactic, triton_device_reason
-from .triton_gemm import apply_activation, grouped_tile
+from .triton_gemm import apply_activation, grouped_tile, output_tiles
 
 CONFIGS = [
     {"BM": 64, "BN": 128, "BK": 32, "G": 8, "stages": 4, "warps": 4},
@@ -66,7 +66,7 @@ def run_w4(layer, inputs, cfg, interpret=False):
     n = w8.shape[0]
     z8 = as_int(zp) if zp is not None else None
     out = torch.empty((m, n), dtype=a_.dtype, device=a_.device)
-    grid = (triton.cdiv(m, cfg["BM"]) * triton.cdiv(n, cfg["BN"]),)
+    grid = (output_tiles(m, n, cfg),)
     opts = {} if interpret else {"num_warps": cfg["warps"], "num_stages": cfg["stages"]}
     _w4_kernel[grid](a2, w8, s, z8 if z8 is not None else w8, bias if bias is not None else s, out, m, n, k,
                      int(at["block_size"]), a2.stride(0), a2.stride(1), w8.stride(0), w8.stride(1), s.stride(0),
