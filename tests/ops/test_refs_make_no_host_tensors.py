@@ -23,12 +23,18 @@ def _onnx(op, arrays, **attrs):
     return ReferenceEvaluator(model).run(None, dict(zip(names, arrays)))[0]
 
 
+def _refuse(*a, **k):
+    raise AssertionError("a tensor was made from host data (a host→device copy on CUDA)")
+
+
+def _refuse_host_tensors(mp):
+    for name in ("tensor", "as_tensor"):
+        mp.setattr(torch, name, _refuse)
+
+
 @pytest.fixture
 def no_host_tensors(monkeypatch):
-    def refuse(*a, **k):
-        raise AssertionError("a tensor was made from host data (a host→device copy on CUDA)")
-    monkeypatch.setattr(torch, "tensor", refuse)
-    monkeypatch.setattr(torch, "as_tensor", refuse)
+    _refuse_host_tensors(monkeypatch)
 
 
 CASES = [  # data shape, indices, batch_dims
@@ -68,8 +74,7 @@ def test_qgemm_multiplier_closed_form(per_channel, alpha):
     want = np.float32(alpha) * a_s * b_s / y_s
     args = [torch.from_numpy(np.asarray(v)) for v in (a_s, b_s, y_s)]
     with pytest.MonkeyPatch.context() as mp:
-        for name in ("tensor", "as_tensor"):
-            mp.setattr(torch, name, lambda *a, **k: (_ for _ in ()).throw(AssertionError("host data")))
+        _refuse_host_tensors(mp)
         got = qgemm_multiplier(*args, alpha)
     assert got.dtype == torch.float32
     np.testing.assert_array_equal(got.numpy(), want)
