@@ -35,6 +35,7 @@ from .point_tactics import choose_point_tactics
 from .tactics import choose_tactics
 from .context_timing import GraphPairTimer, network_program, refine_in_context
 from .best import compare_with_fp16, verdict_line
+from .graph_probe import detector_for, graph_capture_report
 
 
 def _infer(net: Network, points: list[dict], max_fold: int, keep: list | None = None) -> tuple[dict[str, TensorInfo], set[str]]:
@@ -109,19 +110,28 @@ def build_engine(network: Network, config: BuilderConfig | None = None, progress
 
 
 def _after_choice(config: BuilderConfig, device, programs: list | None):
-    """choose_tactics' `after_choice`: the network-context step, then (when `programs` is a list) the chosen
-    network made into one NetworkProgram and appended to it."""
+    """choose_tactics' `after_choice` (timed builds): the network-context step, then the chosen network made into
+    one NetworkProgram, appended to `programs` when that is a list (--best's comparison) and, on CUDA, run once
+    layer by layer to find the layers that keep the engine out of CUDA graphs (graph_probe.py:
+    `report.graph_capture`)."""
     context = _context_step(config, device)
-    if programs is None:
+    detect = detector_for(device)
+    if programs is None and detect is None:
         return context
 
     def step(net, walk, cache, dev_key, report):
         if context is not None:
             context(net, walk, cache, dev_key, report)
         try:
-            programs.append(network_program(net, walk))
-        except Exception as e:  # noqa: BLE001 - only --best's whole-network comparison needs it; it says so
-            get_logger().info(f"whole-network program not made ({type(e).__name__}: {e}); --best keeps its choice")
+            program = network_program(net, walk)
+        except Exception as e:  # noqa: BLE001 - --best's comparison and the graph check say so and go on
+            get_logger().info(f"whole-network program not made ({type(e).__name__}: {e}); --best keeps its choice "
+                              "and the CUDA-graph check is not made")
+            program = None
+        if programs is not None and program is not None:
+            programs.append(program)
+        if detect is not None:
+            report.graph_capture = graph_capture_report(net, program, device, detect)
     return step
 
 
@@ -217,7 +227,9 @@ def _build(network: Network, config: BuilderConfig, device, progress, programs: 
     build_info = {**precision_info, "device": fingerprint(device), "flags": config.flags(), "tensorforge_version": __version__,
                   "torch_version": torch.__version__, "build_seconds": round(build_time, 3),
                   "optimization_level": config.optimization_level, "passes": report,
-                  "tactics": tactic_report.as_dict(), "memory": memory.as_dict(), "phases": phases}
+                  "tactics": tactic_report.as_dict(), "memory": memory.as_dict(), "phases": phases,
+                  "graph_capture": tactic_report.graph_capture or graph_capture_report(net, None, device,
+                                                                                       detector_for(device))}
     log.info(f"built engine {net.name!r}: {len(net.layers)} layers in {build_time:.2f} s")
     return Engine(net.name, inputs, outputs, [dict(p) for p in resolved], net.layers, dict(net.tensors),
                   dict(net.constants), engine_records(net.layers), build_info)

@@ -176,11 +176,15 @@ class NetworkProgram:
         other.choice = {**self.choice, **tactics}
         return other
 
-    def run(self) -> list:
+    def run(self, each: Callable | None = None) -> list:
+        """The network's outputs. `each(layer_name, call)`, when given, makes each layer's call (`call()` → its
+        outputs) and returns what it returns: graph_probe.py watches each layer's call this way."""
         vals: dict[str, torch.Tensor] = {}
         for name, ins, outs, frees in self.steps:
             args = [None if i is None else self.fixed[i] if isinstance(i, tuple) else vals[i] for i in ins]
-            for o, t in zip(outs, self.kernels[name](args)):
+            kernel = self.kernels[name]
+            results = kernel(args) if each is None else each(name, lambda: kernel(args))
+            for o, t in zip(outs, results):
                 if o:
                     vals[o] = t
             for n in frees:

@@ -148,6 +148,7 @@ class TacticReport:
     per_point: dict[str, int] = field(default_factory=dict)   # "min"/"max" → layers with another kernel there
     times: dict[str, tuple[str, dict[str, float]]] = field(default_factory=dict)  # layer → (signature key, tactic → ms)
     context: dict = field(default_factory=dict)    # network-context timing (context_timing.ContextReport.as_dict)
+    graph_capture: dict = field(default_factory=dict)  # CUDA builds: layers that keep it out of CUDA graphs (graph_probe.py)
 
     def slowest(self, n: int = 8) -> list[dict]:
         """The `n` timed layers that took the longest to choose (compile wait + first runs + timed runs)."""

@@ -13,6 +13,7 @@ import json
 from collections import Counter
 
 from ..api.trt.capability import capability_report
+from ..builder.graph_probe import capture_line
 from ..builder.tf32_report import tf32_state
 from ..builder.timing_cache import TimingCache
 from ..engine import from_bytes
@@ -125,6 +126,9 @@ def _engine_text(d: dict) -> list[str]:
              f"built on {b.get('device', '?')} in {b.get('build_seconds', '?')} s; flags: "
              f"{', '.join(b.get('flags', [])) or 'none'}; optimization level {b.get('optimization_level', '?')}"]
     lines.append(d["tf32"]["note"])
+    lines.append(capture_line(b.get("graph_capture")))
+    lines += [f"  layer {x.get('layer')} ({x.get('op')}, tactic {x.get('tactic')}): {x.get('reason')}"
+              for x in (b.get("graph_capture") or {}).get("blockers", [])]
     lines += [f"input  {t['name']}: {t['dtype']}{_dims(t['shape'])}" for t in d["inputs"]]
     lines += [f"output {t['name']}: {t['dtype']}{_dims(t['shape'])}" for t in d["outputs"]]
     for i, prof in enumerate(d["profiles"]):

@@ -105,7 +105,11 @@ BUILD_INFO = Obj(      # the fields the runtime and inspect read; the rest is a 
     optional={"flags": List(Str()), "device": Str(), "tensorforge_version": Str(), "torch_version": Str(),
               "build_seconds": Num(), "optimization_level": Int(0, 5),
               "memory": Obj(optional={"host_value_inputs": Map(List(Int(0, 1 << 16))), "peak_bytes": Int(0)},
-                            extra=True)},
+                            extra=True),
+              "graph_capture": Obj(required={"checked": Bool()},      # builder/graph_probe.py; inspect reads it
+                                   optional={"why": Str(), "point": Str(),
+                                             "blockers": List(Obj(required={"layer": Str(), "op": Str(),
+                                                                            "tactic": Str(), "reason": Str()}))})},
     extra=True)
 MANIFEST = Obj(
     required={"tensorforge_version": Str(), "format_version": Int(0, 2**31), "name": Str(),
