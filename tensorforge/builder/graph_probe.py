@@ -2,9 +2,10 @@
 
 The runtime captures an engine's run in a CUDA graph and, when a layer synchronises with the host, runs it
 uncaptured and names that layer (`ExecutionContext.graph_blockers`). A user reading only the build log or
-`inspect` would not know until a run. So a timed CUDA build runs its chosen network once more at the opt point
-(`NetworkProgram`, the kernels the engine stores, intermediates freed as the runtime frees them), one layer at a
-time, each with torch's sync debug mode set to "warn": a layer whose kernel synchronises with the host — reads a
+`inspect` would not know until a run. So a timed CUDA build runs its chosen network at the opt point twice
+(`NetworkProgram`, the kernels the engine stores, intermediates freed as the runtime frees them): once plain, as the
+runtime's warm-up does (lazy cuBLAS handles and first-call caches may synchronise once), then one layer at a time,
+each with torch's sync debug mode set to "warn": a layer whose kernel synchronises with the host — reads a
 value back (`.item()`, `.tolist()`), has a data-dependent output shape (NonZero, Unique, boolean indexing), or
 copies host data to the device on every call (`torch.tensor(list, device=cuda)`) — raises torch's
 "called a synchronizing CUDA operation" warning during its own call, and is recorded with that message. That is
@@ -12,7 +13,7 @@ the same condition the runtime's warm-up check tests before its capture (cuda_gr
 
 What the report holds (`build_info["graph_capture"]`, data only): `checked` (bool), `point` ("opt"), `blockers`
 [{layer, op, tactic, reason}], or `why` when not checked (a CPU build: no CUDA graphs; an untimed build: no
-program). Cost: one run of the network at the opt point with a lock round trip per layer (a few ms for the zoo).
+program). Cost: two runs of the network at the opt point, the second with a mode switch per layer (a few ms for the zoo).
 Shape points other than opt may choose other kernels (point_tactics.py); the probe does not cover those.
 """
 
@@ -59,6 +60,7 @@ def graph_blockers(net: Network, program, detect: Detector) -> list[dict]:
             found.append({"layer": name, "op": ops.get(name, "?"), "tactic": program.choice.get(name, "?"),
                           "reason": reason})
         return box[0]
+    program.run()           # warm-up, as the runtime's: lazy library handles and first-call caches may sync once
     program.run(each=each)
     return found
 
