@@ -104,8 +104,12 @@ def run_tactics(name, layer, inputs, fp16_fn, check=True, check_rows=4, timer=No
     found, reasons = candidates(layer, DEV)
     base = timer(fp16_fn)
     best: dict[str, tuple[float, str]] = {}
+    out_of_time = 0
     for tac, cfg in found:
-        if tac.name == "torch_ref" or time.perf_counter() - T0 > TIME_BUDGET_S:
+        if tac.name == "torch_ref":
+            continue
+        if time.perf_counter() - T0 > TIME_BUDGET_S:
+            out_of_time += 1
             continue
         tid = tac.id(cfg)
         if tac.fits is not None and tac.fits(layer, cfg, inputs) is not None:
@@ -136,7 +140,9 @@ def run_tactics(name, layer, inputs, fp16_fn, check=True, check_rows=4, timer=No
     for tname, (ms, tid) in sorted(best.items(), key=lambda kv: kv[1][0]):
         line(True, f"{name}:{tname}", f"{ms:.3f} ms ({base / ms:.2f}× fp16 {base:.3f} ms) best {tid}"
              f"{' checked' if check else ' timed only'}")
-    if not best:
+    if not best and out_of_time:
+        print(f"NOTE {name}: not run, the time budget ({TIME_BUDGET_S} s) was spent before its {out_of_time} configs")
+    elif not best:
         line(False, name, f"no tactic ran; rejected: {reasons}")
 
 
