@@ -99,6 +99,17 @@ def _quantize_r(t, scale, rscale, zp, lo, hi, KIND: tl.constexpr):
 
 
 @triton.jit
+def _code_r(t, scale, rscale, zp, lo, hi):
+    """_quantize_r's KIND 1 code as int32 without a float→int conversion (F2I issues at 1/8 of the FMA rate on
+    sm_90; it was one of ~30 epilogue instructions per element): after the clamp |v| ≤ 2²², so v + 1.5·2²³ has
+    unit spacing and its bits are 0x4B400000 + round(v) (ties to even, the FADD's rounding). Same codes."""
+    q0 = t * rscale
+    v = tl.fma(tl.fma(-q0, scale, t), rscale, q0)
+    v = tl.minimum(tl.maximum(v, lo - zp), hi - zp)
+    return (v + 12582912.0).to(tl.int32, bitcast=True) - 0x4B400000 + tl.cast(zp, tl.int32)
+
+
+@triton.jit
 def _zero_acc(FP8: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
     """The (BM, BN) accumulator: float32 for fp8 products, int32 (exact) for int8 ones."""
     return tl.zeros((BM, BN), dtype=tl.float32 if FP8 else tl.int32)
@@ -121,15 +132,18 @@ def _tma_acc(A, B, pid_m, pid_n, k_lo, k_hi, FP8: tl.constexpr, BM: tl.constexpr
 
 
 @triton.jit
-def _epilogue(acc, rm, rn, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
+def _epilogue(acc, rm, rn, m0, n0, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
               x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
               y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
               HAS_ZP: tl.constexpr, PER_CHANNEL: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_POST: tl.constexpr,
               RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr, MID: tl.constexpr, OUT: tl.constexpr,
-              OUT2: tl.constexpr):
+              OUT2: tl.constexpr, C_TMA: tl.constexpr = False):
     """The (BM, BN) accumulator tile of rows rm, columns rn → the layer's outputs, in registers: zero-point
     correction, requantize scale, bias, activation, mid Q/DQ, post-Q bias, residual, then the stores (C, and C2 for
-    a second quantized output). Reads the per-channel vectors and the residual tile; writes 1–4 bytes per output."""
+    a second quantized output). Reads the per-channel vectors and the residual tile; writes 1–4 bytes per output.
+    C_TMA: C is a tensor descriptor of (BM, BN) blocks, and the tile leaves through shared memory in one bulk copy
+    (rows and columns past the edges dropped by the copy) instead of 1–2-byte stores from the MMA layout (each
+    thread holds pairs of adjacent columns: 64 one-byte STG per thread for a 128×128 int8 tile on 8 warps)."""
     nmask = rn < N
     if HAS_ZP:
         acc = acc - x_zp * tl.load(Wsum + rn, mask=nmask, other=0)[None, :]
@@ -156,16 +170,19 @@ def _epilogue(acc, rm, rn, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s
         t = t + (r.to(tl.float32) - res_zp) * res_scale
     if RES_FIRST:
         t = apply_activation(t, ACT, alpha, beta)
-    c_ptr = C + rm[:, None].to(tl.int64) * s_cm + rn[None, :] * s_cn
     if OUT == 0:
-        tl.store(c_ptr, t.to(C.dtype.element_ty), mask=mask)
+        v = t
     elif OUT == 1:
-        tl.store(c_ptr, _quantize_r(t, y_scale, y_r, y_zp, y_lo, y_hi, 1).to(tl.int32).to(C.dtype.element_ty), mask=mask)
+        v = _code_r(t, y_scale, y_r, y_zp, y_lo, y_hi)
     else:
-        tl.store(c_ptr, _quantize_r(t, y_scale, y_r, 0.0, 0.0, 0.0, 2).to(C.dtype.element_ty), mask=mask)  # exact
+        v = _quantize_r(t, y_scale, y_r, 0.0, 0.0, 0.0, 2)      # on the E4M3 grid: the conversion is exact
+    if C_TMA:
+        C.store([m0, n0], v.to(C.dtype))
+    else:
+        tl.store(C + rm[:, None].to(tl.int64) * s_cm + rn[None, :] * s_cn, v.to(C.dtype.element_ty), mask=mask)
     c2_ptr = C2 + rm[:, None].to(tl.int64) * s_cm + rn[None, :] * s_cn      # the second (quantized) output
     if OUT2 == 1:
-        tl.store(c2_ptr, _quantize_r(t, q2_scale, q2_r, q2_zp, q2_lo, q2_hi, 1).to(tl.int32).to(C2.dtype.element_ty), mask=mask)
+        tl.store(c2_ptr, _code_r(t, q2_scale, q2_r, q2_zp, q2_lo, q2_hi).to(C2.dtype.element_ty), mask=mask)
     elif OUT2 == 2:
         tl.store(c2_ptr, _quantize_r(t, q2_scale, q2_r, 0.0, 0.0, 0.0, 2).to(C2.dtype.element_ty), mask=mask)
 
@@ -180,7 +197,7 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, Ktab, KT, P, KSPLIT, M
                   HAS_POST: tl.constexpr, RES: tl.constexpr, RES_FIRST: tl.constexpr, ACT: tl.constexpr,
                   MID: tl.constexpr, OUT: tl.constexpr, OUT2: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                   BK: tl.constexpr,
-                  G: tl.constexpr, SPLIT: tl.constexpr):
+                  G: tl.constexpr, SPLIT: tl.constexpr, C_TMA: tl.constexpr = False):
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, G)
     if SPLIT:    # split-K: program (tile, s) sums K columns [s·KSPLIT, (s+1)·KSPLIT) into partials P[s]
         k_lo = tl.program_id(1) * KSPLIT
@@ -244,10 +261,10 @@ def _qgemm_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, Ktab, KT, P, KSPLIT, M
         pmask = (rm[:, None] < M) & (rn[None, :] < N)
         tl.store(P + (tl.program_id(1) * M + rm[:, None]).to(tl.int64) * N + rn[None, :], acc, mask=pmask)
     else:
-        _epilogue(acc, rm, rn, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
-                  x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
+        _epilogue(acc, rm, rn, pid_m * BM, pid_n * BN, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm,
+                  s_cn, x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
                   y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
-                  HAS_ZP, PER_CHANNEL, HAS_BIAS, HAS_POST, RES, RES_FIRST, ACT, MID, OUT, OUT2)
+                  HAS_ZP, PER_CHANNEL, HAS_BIAS, HAS_POST, RES, RES_FIRST, ACT, MID, OUT, OUT2, C_TMA)
 
 
 @triton.jit
@@ -258,7 +275,7 @@ def _qgemm_persistent_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_
                              HAS_BIAS: tl.constexpr, HAS_POST: tl.constexpr, RES: tl.constexpr,
                              RES_FIRST: tl.constexpr, ACT: tl.constexpr, MID: tl.constexpr, OUT: tl.constexpr,
                              OUT2: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                             G: tl.constexpr, NUM_SMS: tl.constexpr):
+                             G: tl.constexpr, NUM_SMS: tl.constexpr, C_TMA: tl.constexpr = False):
     """The TMA main loop, persistent: NUM_SMS programs (one per multiprocessor) each walk the output tiles
     tile = pid, pid + NUM_SMS, … in grouped order, so a program's next tile's bulk copies are issued while this
     tile's epilogue runs, and no program is launched per tile. Same arithmetic per tile as _qgemm_kernel with
@@ -269,10 +286,10 @@ def _qgemm_persistent_kernel(A, B, Wsum, Mult, Bias, Post, R, C, C2, M, N, K, s_
         acc = _tma_acc(A, B, pid_m, pid_n, 0, K, FP8, BM, BN, BK)
         rm = pid_m * BM + tl.arange(0, BM)
         rn = pid_n * BN + tl.arange(0, BN)
-        _epilogue(acc, rm, rn, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
-                  x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
+        _epilogue(acc, rm, rn, pid_m * BM, pid_n * BN, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm,
+                  s_cn, x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
                   y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
-                  HAS_ZP, PER_CHANNEL, HAS_BIAS, HAS_POST, RES, RES_FIRST, ACT, MID, OUT, OUT2)
+                  HAS_ZP, PER_CHANNEL, HAS_BIAS, HAS_POST, RES, RES_FIRST, ACT, MID, OUT, OUT2, C_TMA)
 
 
 @triton.jit
@@ -293,7 +310,7 @@ def _splitk_reduce_kernel(P, S, MN, Wsum, Mult, Bias, Post, R, C, C2, M, N, s_rm
     acc = _zero_acc(FP8, BM, BN)
     for s in range(0, S):
         acc += tl.load(at + s * MN, mask=mask, other=0)
-    _epilogue(acc, rm, rn, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
+    _epilogue(acc, rm, rn, 0, 0, M, N, Wsum, Mult, Bias, Post, R, C, C2, s_rm, s_rn, s_cm, s_cn,
               x_zp, alpha, beta, mid_scale, mid_r, mid_zp, mid_lo, mid_hi, res_scale, res_zp,
               y_scale, y_r, y_zp, y_lo, y_hi, q2_scale, q2_r, q2_zp, q2_lo, q2_hi,
               HAS_ZP, PER_CHANNEL, HAS_BIAS, HAS_POST, RES, RES_FIRST, ACT, MID, OUT, OUT2)
@@ -343,6 +360,16 @@ def tma_operands(a8: torch.Tensor, b_padded: torch.Tensor, k: int, cfg: dict):
     a_desc = TensorDescriptor(a8, [a8.shape[0], k], [a8.stride(0), 1], [cfg["BM"], cfg["BK"]])
     b_desc = TensorDescriptor(b_padded, [b_padded.shape[0], k], [b_padded.stride(0), 1], [cfg["BN"], cfg["BK"]])
     return a_desc, b_desc
+
+
+def tma_output(out: torch.Tensor, cfg: dict):
+    """A tensor descriptor of the (M, N) output in (BM, BN) blocks for the epilogue's bulk-copy store, or None
+    where the hardware cannot take it (row stride not a multiple of 16 bytes, e.g. N = 1000 int8 classes; or a
+    base not 16-byte aligned): the pointer stores then write the tile."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    if out.element_size() > 2 or out.stride(1) != 1 or (out.stride(0) * out.element_size()) % 16 or out.data_ptr() % 16:
+        return None
+    return TensorDescriptor(out, list(out.shape), [out.stride(0), 1], [cfg["BM"], cfg["BN"]])
 
 
 def pad_rows16(b8: torch.Tensor) -> torch.Tensor:
@@ -423,22 +450,25 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
         if not use_tma or cfg.get("SPLIT"):
             raise ValueError("the persistent main loop is the TMA one, without split-K")
         sms = sm_count(a8.device)
+        c_arg = tma_output(out, cfg)
         _qgemm_persistent_kernel[(min(sms, output_tiles(m, n, cfg)),)](
-            a_arg, b_arg, *epi_ptrs, m, n, k, r.stride(0), r.stride(1), out.stride(0), out.stride(1),
-            *epi_scalars, FP8=fp8, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], NUM_SMS=sms,
-            **epi_consts, **opts)
+            a_arg, b_arg, *epi_ptrs[:5], out if c_arg is None else c_arg, out2, m, n, k, r.stride(0), r.stride(1),
+            out.stride(0), out.stride(1), *epi_scalars, FP8=fp8, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
+            G=cfg["G"], NUM_SMS=sms, C_TMA=c_arg is not None, **epi_consts, **opts)
         return (out, out2) if out2_kind else out
     splits, ksplit = split_plan(m, n, k, cfg, sm_count(a8.device)) if cfg.get("SPLIT") else (1, k)
+    c_arg = tma_output(out, cfg) if use_tma and splits == 1 else None
     partial = (out.new_empty((splits, m, n), dtype=torch.float32 if fp8 else torch.int32) if splits > 1
                else wsum)
     grid = (output_tiles(m, n, cfg), splits)
     _qgemm_kernel[grid](
-        a_arg, b_arg, *epi_ptrs[:7], ktab if ktab is not None else wsum, ktab.numel() // 3 if ktab is not None else 0,
+        a_arg, b_arg, *epi_ptrs[:5], out if c_arg is None else c_arg, out2, ktab if ktab is not None else wsum, ktab.numel() // 3 if ktab is not None else 0,
         partial, ksplit, m, n, k, *sa, b8.stride(0), b8.stride(1), r.stride(0), r.stride(1),
         out.stride(0), out.stride(1), *epi_scalars, *conv_args,
         CONV=geom is not None, TAP_ALIGNED=aligned, TMA=use_tma,
         PAD_ZERO=conv_args[0] == 0, SHIFT=geom is not None and a8.dtype == torch.uint8, FP8=fp8,
-        BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], SPLIT=splits > 1, **epi_consts, **opts)
+        BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], SPLIT=splits > 1, C_TMA=c_arg is not None,
+        **epi_consts, **opts)
     if splits > 1:
         rbm, rbn = REDUCE_TILE
         _splitk_reduce_kernel[(triton.cdiv(m, rbm), triton.cdiv(n, rbn))](

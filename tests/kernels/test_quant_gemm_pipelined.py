@@ -55,12 +55,13 @@ def compile_like_launch(values, consts, cfg, desc=None, fn=T._qgemm_kernel):
                        options={"num_warps": cfg["warps"], "num_stages": cfg["stages"], "enable_fp_fusion": False})
     g = k.asm["ttgir"]
     return {"async_copies": g.count("ttg.async_copy_global_to_local"), "local_loads": g.count("ttg.local_load"),
-            "wgmma": g.count("ttng.warp_group_dot "), "tma_copies": g.count("ttng.async_tma_copy_global_to_local")}
+            "wgmma": g.count("ttng.warp_group_dot "), "tma_copies": g.count("ttng.async_tma_copy_global_to_local"),
+            "tma_stores": g.count("ttng.async_tma_copy_local_to_global"), "stores": g.count("tt.store ")}
 
 
 report = {}
 cfg = T.CONFIGS[0]
-base = dict(TMA=False, SPLIT=False, SHIFT=False, FP8=False, HAS_ZP=False, RES=2, MID=0, OUT=1, OUT2=0, ACT="Relu", RES_FIRST=True,
+base = dict(C_TMA=False, TMA=False, SPLIT=False, SHIFT=False, FP8=False, HAS_ZP=False, RES=2, MID=0, OUT=1, OUT2=0, ACT="Relu", RES_FIRST=True,
             PER_CHANNEL=True, HAS_BIAS=True, HAS_POST=False, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"])
 report["gemm"] = compile_like_launch(gemm, {**base, "CONV": False, "TAP_ALIGNED": False, "PAD_ZERO": True}, cfg)
 for aligned in (False, True):
@@ -71,11 +72,17 @@ report["gemm_tma"] = compile_like_launch(
     gemm, {**base, "TMA": True, "CONV": False, "TAP_ALIGNED": False, "PAD_ZERO": True, "BM": tcfg["BM"],
            "BN": tcfg["BN"], "BK": tcfg["BK"]}, tcfg,
     desc={"A": f"tensordesc<i8[{tcfg['BM']}, {tcfg['BK']}]>", "B": f"tensordesc<i8[{tcfg['BN']}, {tcfg['BK']}]>"})
+report["gemm_tma_store"] = compile_like_launch(     # the epilogue's tile leaves by one bulk copy
+    gemm, {**base, "TMA": True, "C_TMA": True, "CONV": False, "TAP_ALIGNED": False, "PAD_ZERO": True,
+           "BM": tcfg["BM"], "BN": tcfg["BN"], "BK": tcfg["BK"]}, tcfg,
+    desc={"A": f"tensordesc<i8[{tcfg['BM']}, {tcfg['BK']}]>", "B": f"tensordesc<i8[{tcfg['BN']}, {tcfg['BK']}]>",
+          "C": f"tensordesc<i8[{tcfg['BM']}, {tcfg['BN']}]>"})
 for i, pcfg in enumerate(T.PERSISTENT_CONFIGS):   # the persistent TMA loop
     report[f"gemm_persistent{i}"] = compile_like_launch(
         gemm, {k: v for k, v in base.items() if k not in ("TMA", "SPLIT", "SHIFT")} | {
-            "BM": pcfg["BM"], "BN": pcfg["BN"], "BK": pcfg["BK"], "NUM_SMS": 132}, pcfg,
-        desc={"A": f"tensordesc<i8[{pcfg['BM']}, {pcfg['BK']}]>", "B": f"tensordesc<i8[{pcfg['BN']}, {pcfg['BK']}]>"},
+            "BM": pcfg["BM"], "BN": pcfg["BN"], "BK": pcfg["BK"], "NUM_SMS": 132, "C_TMA": True}, pcfg,
+        desc={"A": f"tensordesc<i8[{pcfg['BM']}, {pcfg['BK']}]>", "B": f"tensordesc<i8[{pcfg['BN']}, {pcfg['BK']}]>",
+              "C": f"tensordesc<i8[{pcfg['BM']}, {pcfg['BN']}]>"},
         fn=T._qgemm_persistent_kernel)
 scfg = T.SPLIT_CONFIGS[0]      # split-K: the K range starts at program_id(1)·KSPLIT, a runtime multiple of BK that
 report["gemm_split"] = compile_like_launch(     # the launcher marks divisible by 16 (without it: no async copies)
@@ -100,9 +107,13 @@ def test_int8_gemm_main_loop_is_pipelined_on_sm90():
     assert r["gemm_tma"]["wgmma"] >= 1 and r["gemm_tma"]["tma_copies"] >= 2, r["gemm_tma"]
     assert r["gemm_tma"]["async_copies"] == 0 and r["gemm_tma"]["local_loads"] == 0, r["gemm_tma"]
     assert r["gemm"]["tma_copies"] == 0, r["gemm"]
+    # C_TMA: the output tile is written by a bulk copy, with no per-element global store left; without it, stores
+    assert r["gemm_tma_store"]["tma_stores"] >= 1 and r["gemm_tma_store"]["stores"] == 0, r["gemm_tma_store"]
+    assert r["gemm_tma"]["tma_stores"] == 0 and r["gemm_tma"]["stores"] >= 1, r["gemm_tma"]
     # persistent: the same bulk copies feeding the wgmma from shared memory
     for i in range(2):
         p = r[f"gemm_persistent{i}"]
         assert p["wgmma"] >= 1 and p["tma_copies"] >= 2 and p["local_loads"] == 0, p
+        assert p["tma_stores"] >= 1 and p["stores"] == 0, p
     # the padded convolution with a non-zero zero point selects the fill in registers: the form the check rejects
     assert r["conv_zero_point_pad"]["local_loads"] >= 1, r

@@ -68,8 +68,8 @@ def _inputs(op, xdt, res_kind, y_float):
     return [x, w, b, r]
 
 
-def _case_layer(op, xdt, xz, ydt, act, res_kind, mid):
-    n = 24 if op == "QuantizedMatMul" else 16
+def _case_layer(op, xdt, xz, ydt, act, res_kind, mid, n=None):
+    n = n or (24 if op == "QuantizedMatMul" else 16)
     attrs = dict(x_dtype="int8" if xdt == torch.int8 else "uint8", x_scale=0.02, x_zero_point=xz,
                  w_scale=(torch.rand(n) * 0.004 + 0.001).tolist(), activation=act,
                  alpha=-0.5 if act == "Clip" else 0.1, beta=1.5, residual_first=0 if act == "LeakyRelu" else 1)
@@ -291,39 +291,60 @@ def test_reciprocal_quantize_is_the_ieee_quotient_near_every_rounding_tie():
     assert torch.equal(y, want)
 
 
-TMA_CFG = {"BM": 32, "BN": 16, "BK": 32, "G": 2, "stages": 1, "warps": 1, "TMA": 1}
+TMA_CFG = {"BM": 32, "BN": 32, "BK": 32, "G": 2, "stages": 1, "warps": 1, "TMA": 1}
+IDS = ["uint8-zp-relu", "int8-qres-mid", "float-out"]
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2]], ids=["uint8-zp-relu", "int8-qres-mid", "float-out"])
-def test_triton_tma_main_loop_is_bit_exact(case):
-    """TMA=1: A and B as tensor descriptors; K = 48 leaves a half-empty last K block and N = 24 a half-empty
-    column tile, both read as zeros by the bulk copy (a wrong fill or offset changes integer outputs)."""
-    layer = _case_layer(*case)
-    x, w = _q8((3, 7, 48), case[1]), _q8((24, 48))
-    r = None if case[5] is None else (_q8((3, 7, 24)) if case[5] == "quantized" else torch.randn(3, 7, 24))
-    inputs = [x, w, torch.randn(24) * 0.2, r]
+def _uses_tma_store(monkeypatch) -> list:
+    """Records, per launch, whether the epilogue's output went in as a tensor descriptor (C_TMA)."""
+    seen = []
+    real = triton_int8_gemm.tma_output
+
+    def spy(out, cfg):
+        d = real(out, cfg)
+        seen.append(d is not None)
+        return d
+    monkeypatch.setattr(triton_int8_gemm, "tma_output", spy)
+    return seen
+
+
+@pytest.mark.parametrize("n", [24, 48], ids=["N24-pointer-stores", "N48-bulk-store"])
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2]], ids=IDS)
+def test_triton_tma_main_loop_is_bit_exact(case, n, monkeypatch):
+    """TMA=1: A and B as tensor descriptors; K = 48 leaves a half-empty last K block and the N columns a
+    half-empty column tile of 32, all read as zeros by the bulk copy (a wrong fill or offset changes integer
+    outputs). N = 48 int8 outputs (48-byte rows) leave the epilogue by a bulk copy too (C_TMA), whose edge tile
+    the copy clips; N = 24 (24-byte rows, which a descriptor cannot take) and float32 outputs by pointer stores."""
+    seen = _uses_tma_store(monkeypatch)
+    layer = _case_layer(*case, n=n)
+    x, w = _q8((3, 7, 48), case[1]), _q8((n, 48))
+    r = None if case[5] is None else (_q8((3, 7, n)) if case[5] == "quantized" else torch.randn(3, 7, n))
+    inputs = [x, w, torch.randn(n) * 0.2, r]
     want = get_spec(layer.op).reference(*inputs, **layer.attrs)
     got = triton_int8_gemm.build_kernel(layer, TMA_CFG, torch.device("cpu"), interpret=True)(inputs)[0]
     _compare(got, want)
     assert want.float().std() > 0.1
+    assert seen == [n == 48 and want.element_size() == 1], seen
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2]], ids=["uint8-zp-relu", "int8-qres-mid", "float-out"])
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2]], ids=IDS)
 def test_triton_persistent_loop_is_bit_exact(case, monkeypatch):
-    """PERSIST=1: 3 programs walk the 6 output tiles of the (21, 24) output in 8 × 16 tiles (3 row tiles, the
-    last one part-empty, × 2 column tiles), 2 each; a tile skipped, repeated or stored with another tile's
-    accumulator changes integer outputs."""
+    """PERSIST=1: 3 programs walk the 6 output tiles of the (21, 48) output in 8 × 32 tiles (3 row tiles, the
+    last one part-empty, × 2 column tiles, the last half-empty), 2 each; a tile skipped, repeated or stored with
+    another tile's accumulator, or at another tile's offset by the bulk store, changes integer outputs."""
     from tensorforge.kernels import quant_split
     monkeypatch.setattr(quant_split, "INTERPRETED_SMS", 3)
-    layer = _case_layer(*case)
-    x, w = _q8((3, 7, 48), case[1]), _q8((24, 48))
-    r = None if case[5] is None else (_q8((3, 7, 24)) if case[5] == "quantized" else torch.randn(3, 7, 24))
-    inputs = [x, w, torch.randn(24) * 0.2, r]
+    seen = _uses_tma_store(monkeypatch)
+    layer = _case_layer(*case, n=48)
+    x, w = _q8((3, 7, 48), case[1]), _q8((48, 48))
+    r = None if case[5] is None else (_q8((3, 7, 48)) if case[5] == "quantized" else torch.randn(3, 7, 48))
+    inputs = [x, w, torch.randn(48) * 0.2, r]
     want = get_spec(layer.op).reference(*inputs, **layer.attrs)
-    cfg = {"BM": 8, "BN": 16, "BK": 32, "G": 2, "stages": 1, "warps": 1, "TMA": 1, "PERSIST": 1}
+    cfg = {"BM": 8, "BN": 32, "BK": 32, "G": 2, "stages": 1, "warps": 1, "TMA": 1, "PERSIST": 1}
     got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
     _compare(got, want)
     assert want.float().std() > 0.1
+    assert seen == [want.element_size() == 1], seen
 
 
 def test_triton_tma_needs_16_byte_rows():
