@@ -113,15 +113,22 @@ def fused_forms(a8, n, act):
     small = [a8[:256], *inputs[1:]]
     want = get_spec(layer.op).reference(*small, **layer.attrs)     # the op's reference on 256 rows
     out = []
-    for cfg in tig.TMA_CONFIGS + tig.PERSISTENT_CONFIGS + tig.CONFIGS[:2]:
-        form = 'pers' if cfg.get('PERSIST') else ('tma' if cfg.get('TMA') else 'ptr')
-        name = f"fused-{act} {form} {cfg['BM']}x{cfg['BN']}x{cfg['BK']}s{cfg['stages']}w{cfg['warps']}"
-        try:
-            kern = tig.build_kernel(layer, cfg, DEV)
-            exact = torch.equal(kern(small)[0], want)
-            out.append((graph_ms(lambda: kern(inputs)), name + ("" if exact else " NOT BIT-EXACT")))
-        except Exception as e:  # noqa: BLE001
-            out.append((float("inf"), f"{name} {type(e).__name__}: {str(e)[:80]}"))
+    policy = tig.store_by_copy
+    try:
+        for cfg in tig.TMA_CONFIGS + tig.PERSISTENT_CONFIGS + tig.CONFIGS[:2]:
+            form = 'pers' if cfg.get('PERSIST') else ('tma' if cfg.get('TMA') else 'ptr')
+            for copy in (True, False):      # the output tile by one bulk copy (C_TMA), or by pointer stores
+                tig.store_by_copy = lambda c, d, copy=copy: copy
+                name = (f"fused-{act} {form} {cfg['BM']}x{cfg['BN']}x{cfg['BK']}s{cfg['stages']}w{cfg['warps']}"
+                        f"{' copy-out' if copy else ' ptr-out'}{' (engine)' if copy == policy(cfg, DEV) else ''}")
+                try:
+                    kern = tig.build_kernel(layer, cfg, DEV)
+                    exact = torch.equal(kern(small)[0], want)
+                    out.append((graph_ms(lambda: kern(inputs)), name + ("" if exact else " NOT BIT-EXACT")))
+                except Exception as e:  # noqa: BLE001
+                    out.append((float("inf"), f"{name} {type(e).__name__}: {str(e)[:80]}"))
+    finally:
+        tig.store_by_copy = policy
     return sorted(out)
 
 
@@ -201,7 +208,8 @@ def main():
         for tag, res in (("int8", i8), ("fp8", f8), ("int8 fused", fused), ("fp16", h16)):
             if not res:
                 continue
-            print(f"   triton {tag}: " + ", ".join(f"{t:.4f} ({t16 / t:.2f}x) {c}" for t, c in res[:6]), flush=True)
+            shown = res if tag == "int8 fused" else res[:6]      # every fused form: both store paths side by side
+            print(f"   triton {tag}: " + ", ".join(f"{t:.4f} ({t16 / t:.2f}x) {c}" for t, c in shown), flush=True)
             bad = [c for t, c in res if t == float("inf")]
             if bad:
                 print(f"   triton {tag} failed: {bad[:2]}", flush=True)
