@@ -363,11 +363,9 @@ def tma_operands(a8: torch.Tensor, b_padded: torch.Tensor, k: int, cfg: dict):
 
 
 def store_by_copy(cfg: dict, device) -> bool:
-    """Whether a config's epilogue writes its tile by a bulk copy (C_TMA) where the output allows: the TMA main
-    loops (they need sm_90 anyway). The pointer main loops keep pointer stores: their extra BM·BN bytes of shared
-    memory for the staged tile are unmeasured against their occupancy (bench/gpu_smoke/int8_ceiling.py --fused
-    times both store paths)."""
-    return bool(cfg.get("TMA"))
+    """Whether a config's epilogue writes its tile by one bulk copy (C_TMA, where the output's rows allow): the
+    configs marked CTMA (TMA_CONFIGS). Neither store path won everywhere on the H100 (TMA_CONFIGS' note)."""
+    return bool(cfg.get("CTMA"))
 
 
 def tma_output(out: torch.Tensor, cfg: dict):
@@ -553,13 +551,17 @@ TMA_CONFIGS = [
     {"BM": 128, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 8, "TMA": 1},
     {"BM": 128, "BN": 64, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
     {"BM": 64, "BN": 128, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
+    # the first, with its output tile written by one bulk copy (CTMA; store_by_copy). On BERT's GEMMs at batch 32
+    # (H100, 2026-12-07, int8-ceiling "fused" forms) the bulk store won in this tile (FC1 + GELU 50.3 vs 52.0 µs)
+    # and lost in others (FC2 in 128×128×128 s3 w8: 34.8 vs 26.6 µs), so it is a config the build times, not a rule
+    {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 4, "TMA": 1, "CTMA": 1},
 ]
 # the TMA main loop as a persistent kernel (one program per multiprocessor walking the tiles): the next tile's
-# copies overlap this tile's epilogue; in the two tiles of the fastest one-tile TMA forms on BERT's GEMMs
-# (int8-ceiling-nvidia-h200.txt); compiled only where there are more output tiles than multiprocessors (split_fits)
+# copies overlap this tile's epilogue; compiled only where there are more output tiles than multiprocessors
+# (split_fits). 128×128×64 s4 w4 persistent was dropped: on the H100 it never came within 20 % of the best form on
+# BERT's four GEMMs (FC1 + GELU: 100.9 vs 50.3 µs)
 PERSISTENT_CONFIGS = [
     {"BM": 128, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 8, "TMA": 1, "PERSIST": 1},
-    {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 4, "TMA": 1, "PERSIST": 1},
 ]
 # convolutions: the implicit GEMM in every config, and the explicit one (im2col, or the NHWC view of a 1×1
 # convolution) with pointer loads, with TMA, and in a 64-wide TMA tile with short K steps for the C = 3 stem

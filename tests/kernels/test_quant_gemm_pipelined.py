@@ -111,7 +111,8 @@ def test_int8_gemm_main_loop_is_pipelined_on_sm90():
     assert r["gemm_tma_store"]["tma_stores"] >= 1 and r["gemm_tma_store"]["stores"] == 0, r["gemm_tma_store"]
     assert r["gemm_tma"]["tma_stores"] == 0 and r["gemm_tma"]["stores"] >= 1, r["gemm_tma"]
     # persistent: the same bulk copies feeding the wgmma from shared memory
-    for i in range(2):
+    assert any(key.startswith("gemm_persistent") for key in r), r
+    for i in range(sum(key.startswith("gemm_persistent") for key in r)):
         p = r[f"gemm_persistent{i}"]
         assert p["wgmma"] >= 1 and p["tma_copies"] >= 2 and p["local_loads"] == 0, p
         assert p["tma_stores"] >= 1 and p["stores"] == 0, p

@@ -308,23 +308,25 @@ def _uses_tma_store(monkeypatch) -> list:
     return seen
 
 
-@pytest.mark.parametrize("n", [24, 48], ids=["N24-pointer-stores", "N48-bulk-store"])
+@pytest.mark.parametrize("n, ctma", [(24, 1), (48, 0), (48, 1)], ids=["N24-CTMA-falls-back", "N48", "N48-CTMA"])
 @pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2]], ids=IDS)
-def test_triton_tma_main_loop_is_bit_exact(case, n, monkeypatch):
+def test_triton_tma_main_loop_is_bit_exact(case, n, ctma, monkeypatch):
     """TMA=1: A and B as tensor descriptors; K = 48 leaves a half-empty last K block and the N columns a
     half-empty column tile of 32, all read as zeros by the bulk copy (a wrong fill or offset changes integer
-    outputs). N = 48 int8 outputs (48-byte rows) leave the epilogue by a bulk copy too (C_TMA), whose edge tile
-    the copy clips; N = 24 (24-byte rows, which a descriptor cannot take) and float32 outputs by pointer stores."""
+    outputs). With CTMA=1, N = 48 int8 outputs (48-byte rows) leave the epilogue by a bulk copy too (C_TMA), whose
+    edge tile the copy clips; N = 24 (24-byte rows, which a descriptor cannot take) and float32 outputs fall back
+    to pointer stores, as every output does without CTMA."""
     seen = _uses_tma_store(monkeypatch)
     layer = _case_layer(*case, n=n)
     x, w = _q8((3, 7, 48), case[1]), _q8((n, 48))
     r = None if case[5] is None else (_q8((3, 7, n)) if case[5] == "quantized" else torch.randn(3, 7, n))
     inputs = [x, w, torch.randn(n) * 0.2, r]
     want = get_spec(layer.op).reference(*inputs, **layer.attrs)
-    got = triton_int8_gemm.build_kernel(layer, TMA_CFG, torch.device("cpu"), interpret=True)(inputs)[0]
+    cfg = {**TMA_CFG, "CTMA": ctma}
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
     _compare(got, want)
     assert want.float().std() > 0.1
-    assert seen == [n == 48 and want.element_size() == 1], seen
+    assert seen == ([n == 48 and want.element_size() == 1] if ctma else []), seen
 
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2]], ids=IDS)
@@ -340,7 +342,7 @@ def test_triton_persistent_loop_is_bit_exact(case, monkeypatch):
     r = None if case[5] is None else (_q8((3, 7, 48)) if case[5] == "quantized" else torch.randn(3, 7, 48))
     inputs = [x, w, torch.randn(48) * 0.2, r]
     want = get_spec(layer.op).reference(*inputs, **layer.attrs)
-    cfg = {"BM": 8, "BN": 32, "BK": 32, "G": 2, "stages": 1, "warps": 1, "TMA": 1, "PERSIST": 1}
+    cfg = {"BM": 8, "BN": 32, "BK": 32, "G": 2, "stages": 1, "warps": 1, "TMA": 1, "PERSIST": 1, "CTMA": 1}
     got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
     _compare(got, want)
     assert want.float().std() > 0.1
