@@ -31,5 +31,5 @@ def label_encoder(x, *, keys, values, default, out_dtype):
     out = torch.full(x.shape, default, dtype=dtype_from_name(out_dtype), device=x.device)
     for k, v in zip(keys, values):
         hit = torch.isnan(x) if isinstance(k, float) and math.isnan(k) else x == k
-        out = torch.where(hit, torch.tensor(v, dtype=out.dtype, device=x.device), out)
+        out = out.masked_fill(hit, v)      # a Python scalar: no host tensor copied to the device
     return out

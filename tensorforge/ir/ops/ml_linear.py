@@ -12,6 +12,7 @@
 import torch
 
 from ..opspec import REQUIRED, op
+from .attr_tables import attr_table
 from .ml_post import labels_of
 from .ml_post import post_transform as apply_post
 
@@ -23,18 +24,18 @@ def _f64(x):
 @op("LinearRegressor", attrs={"coefficients": REQUIRED, "intercepts": None, "targets": 1, "post_transform": "NONE"},
     infer=lambda x, *, targets=1, **_: torch.empty(x.shape[0], targets, dtype=torch.float32, device="meta"))
 def linear_regressor(x, *, coefficients, intercepts=None, targets=1, post_transform="NONE"):
-    w = torch.tensor(coefficients, dtype=torch.float64, device=x.device).reshape(targets, -1)
+    w = attr_table(coefficients, torch.float64, x.device).reshape(targets, -1)
     y = _f64(x).reshape(x.shape[0], -1) @ w.T
     if intercepts:
-        y = y + torch.tensor(intercepts, dtype=torch.float64, device=x.device)
+        y = y + attr_table(intercepts, torch.float64, x.device)
     return apply_post(y, post_transform).to(torch.float32)
 
 
 def _classifier_scores(x, coefficients, intercepts, n_classes):
-    w = torch.tensor(coefficients, dtype=torch.float64, device=x.device).reshape(-1, x.shape[-1])
+    w = attr_table(coefficients, torch.float64, x.device).reshape(-1, x.shape[-1])
     s = _f64(x).reshape(x.shape[0], -1) @ w.T
     if intercepts:
-        s = s + torch.tensor(intercepts, dtype=torch.float64, device=x.device)
+        s = s + attr_table(intercepts, torch.float64, x.device)
     if s.shape[1] == 1 and n_classes == 2:
         s = torch.cat([-s, s], dim=1)
     return s
@@ -61,7 +62,7 @@ def linear_classifier(x, *, coefficients, intercepts=None, classlabels_ints, mul
 
 
 def _per_column(values, x):
-    t = torch.tensor(values, dtype=torch.float64, device=x.device)
+    t = attr_table(values, torch.float64, x.device)
     return t if t.numel() == 1 else t.reshape(1, -1)
 
 
@@ -94,7 +95,7 @@ def normalizer(x, *, norm="MAX"):
 @op("Imputer", attrs={"imputed_values": REQUIRED, "replaced_value": None})
 def imputer(x, *, imputed_values, replaced_value=None):
     """replaced_value None stands for NaN (engine manifests are JSON, which has no NaN)."""
-    fill = torch.tensor(imputed_values, dtype=x.dtype, device=x.device)
+    fill = attr_table(imputed_values, x.dtype, x.device)
     fill = fill if fill.numel() == 1 else fill.reshape(1, -1).expand_as(x)
     hit = torch.isnan(x) if replaced_value is None else x == replaced_value
     return torch.where(hit, fill, x)
@@ -103,7 +104,7 @@ def imputer(x, *, imputed_values, replaced_value=None):
 @op("OneHotEncoder", attrs={"cats": REQUIRED},
     infer=lambda x, *, cats, **_: torch.empty(*x.shape, len(cats), dtype=torch.float32, device="meta"))
 def one_hot_encoder(x, *, cats):
-    table = torch.tensor(cats, dtype=torch.float64, device=x.device)
+    table = attr_table(cats, torch.float64, x.device)
     return (_f64(x).unsqueeze(-1) == table).to(torch.float32)
 
 

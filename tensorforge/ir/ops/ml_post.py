@@ -11,6 +11,8 @@ import math
 
 import torch
 
+from .attr_tables import attr_table
+
 TRANSFORMS = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
 
 
@@ -52,5 +54,5 @@ def post_transform(s: torch.Tensor, kind: str) -> torch.Tensor:
 
 def labels_of(index: torch.Tensor, classlabels: list[int]) -> torch.Tensor:
     """Class index → int64 class label."""
-    table = torch.tensor(list(classlabels) or [0], dtype=torch.int64, device=index.device)
+    table = attr_table(list(classlabels) or [0], torch.int64, index.device)
     return table[index.long()]

@@ -11,6 +11,7 @@ are not implemented: the importer refuses them with that reason.
 import torch
 
 from ..opspec import REQUIRED, op
+from .attr_tables import attr_table
 from .ml_post import labels_of
 from .ml_post import post_transform as apply_post
 
@@ -48,9 +49,9 @@ def _kernel(x, sv, kind, params):
 def svm_regressor(x, *, coefficients, kernel_params=None, kernel_type="LINEAR", n_supports=0, one_class=0,
                   post_transform="NONE", rho, support_vectors=None):
     xd = x.to(torch.float64)
-    coef = torch.tensor(coefficients, dtype=torch.float64, device=x.device)
+    coef = attr_table(coefficients, torch.float64, x.device)
     if n_supports > 0:
-        sv = torch.tensor(support_vectors, dtype=torch.float64, device=x.device).reshape(n_supports, -1)
+        sv = attr_table(support_vectors, torch.float64, x.device).reshape(n_supports, -1)
         y = _kernel(xd, sv, kernel_type, kernel_params) @ coef + rho[0]
     else:
         y = xd @ coef + rho[0]
@@ -77,13 +78,13 @@ def svm_classifier(x, *, classlabels_ints, coefficients, kernel_params=None, ker
                    post_transform="NONE", rho, support_vectors=None, vectors_per_class=None):
     xd = x.to(torch.float64)
     n_classes = len(classlabels_ints)
-    coef = torch.tensor(coefficients, dtype=torch.float64, device=x.device)
+    coef = attr_table(coefficients, torch.float64, x.device)
     if not vectors_per_class:                           # liblinear: one row of weights per class, ρ₀ for all
         s = xd @ coef.reshape(n_classes, -1).T + rho[0]
         p = apply_post(s, post_transform)
         return labels_of(p.argmax(1), classlabels_ints), p.to(torch.float32)
     n_sv = sum(vectors_per_class)
-    sv = torch.tensor(support_vectors, dtype=torch.float64, device=x.device).reshape(n_sv, -1)
+    sv = attr_table(support_vectors, torch.float64, x.device).reshape(n_sv, -1)
     k = _kernel(xd, sv, kernel_type, kernel_params)                  # (N, V)
     coef = coef.reshape(-1, n_sv)
     start = [sum(vectors_per_class[:i]) for i in range(n_classes)]
@@ -93,7 +94,7 @@ def svm_classifier(x, *, classlabels_ints, coefficients, kernel_params=None, ker
         si, ni, sj, nj = start[i], vectors_per_class[i], start[j], vectors_per_class[j]
         w[si:si + ni, e] = coef[j - 1, si:si + ni]
         w[sj:sj + nj, e] = coef[i, sj:sj + nj]
-    s = k @ w + torch.tensor(rho[:len(pairs)], dtype=torch.float64, device=x.device)
+    s = k @ w + attr_table(rho[:len(pairs)], torch.float64, x.device)
     votes = torch.zeros(x.shape[0], n_classes, dtype=torch.float64, device=x.device)
     for e, (i, j) in enumerate(pairs):
         votes[:, i] += (s[:, e] > 0).double()

@@ -16,6 +16,7 @@ import torch
 
 from ..dtypes import dtype_from_name
 from ..opspec import REQUIRED, op
+from .attr_tables import attr_table
 from .ml_post import labels_of, post_transform
 
 LEAF = 7
@@ -127,7 +128,8 @@ def add_base(scores: torch.Tensor, base_values) -> torch.Tensor:
     """scores + base_values (a list, or a tensor made once by a tactic); a length that fits neither one value nor
     one per target is ignored, as onnxruntime does."""
     if base_values is not None and len(base_values):
-        b = torch.as_tensor(base_values, dtype=scores.dtype, device=scores.device)
+        b = base_values.to(scores.device, scores.dtype) if isinstance(base_values, torch.Tensor) else \
+            attr_table(base_values, scores.dtype, scores.device)
         if b.numel() in (1, scores.shape[1]):
             scores = scores + b.reshape(1, -1)
     return scores
@@ -143,8 +145,8 @@ def finish_classifier(scores: torch.Tensor, *, leaf_targetids, classlabels, post
     n_classes = len(classlabels)
     if len(set(leaf_targetids)) == 1 and n_classes == 2:
         s = scores[:, :1]
-        table = label_table if label_table is not None else torch.tensor(list(classlabels), dtype=torch.int64,
-                                                                           device=scores.device)
+        table = label_table if label_table is not None else attr_table(list(classlabels), torch.int64,
+                                                                         scores.device)
         if all_positive:
             return table[(s[:, 0] > 0.5).long()], torch.cat([1 - s, s], dim=1)
         return table[(s[:, 0] > 0).long()], post_transform(torch.cat([-s, s], dim=1), post_transform_kind)
