@@ -13,8 +13,8 @@
 #        at 256, with kernel profiles; resumable like RECORD (--append --resume: repeat with SEED_DIR=<the previous
 #        command's json> until "Not run" is empty; about 4 commands). MODELS=, PRECISIONS= and BATCHES= narrow it.
 #   bash bench/h200_session.sh VERIFY "<label>"
-#        the GPU checks of a session's kernel and fusion changes in one command: the CUDA tests (pytest -k cuda,
-#        hopper, sm90), the quantized-kernel smoke (every INT8/FP8 tactic bit-exact on GPU shapes; batch-1 split-K
+#        the GPU checks of a session's kernel and fusion changes in one command: the tests that need a GPU (pytest
+#        -k "(cuda or hopper) and not sm90"), the quantized-kernel smoke (every INT8/FP8 tactic bit-exact on GPU shapes; batch-1 split-K
 #        beside one-pass, CUDA-graph timed), then INT8 and best rows at batch 1 for bert-base, resnet50 and
 #        mobilenet_v3_large beside their fp16 engines (MODELS= narrows it; BATCHES=1,32 adds INT8 rows at 32).
 #   bash bench/h200_session.sh PRECISION "<label>" [S]
