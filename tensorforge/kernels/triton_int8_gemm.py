@@ -362,7 +362,7 @@ def tma_operands(a8: torch.Tensor, b_padded: torch.Tensor, k: int, cfg: dict):
     return a_desc, b_desc
 
 
-def store_by_copy(cfg: dict, device) -> bool:
+def store_by_copy(cfg: dict) -> bool:
     """Whether a config's epilogue writes its tile by one bulk copy (C_TMA, where the output's rows allow): the
     configs marked CTMA (TMA_CONFIGS). Neither store path won everywhere on the H100 (TMA_CONFIGS' note)."""
     return bool(cfg.get("CTMA"))
@@ -371,9 +371,10 @@ def store_by_copy(cfg: dict, device) -> bool:
 def tma_output(out: torch.Tensor, cfg: dict):
     """A tensor descriptor of the (M, N) output in (BM, BN) blocks for the epilogue's bulk-copy store, or None
     where the hardware cannot take it (row stride not a multiple of 16 bytes, e.g. N = 1000 int8 classes; or a
-    base not 16-byte aligned): the pointer stores then write the tile."""
+    base not 16-byte aligned) or the output is float32 (untried: a 512-byte tile row): pointer stores then."""
     from triton.tools.tensor_descriptor import TensorDescriptor
-    if out.element_size() > 2 or out.stride(1) != 1 or (out.stride(0) * out.element_size()) % 16 or out.data_ptr() % 16:
+    size = out.element_size()
+    if size > 2 or out.stride(1) != 1 or (out.stride(0) * size) % 16 or out.data_ptr() % 16:
         return None
     return TensorDescriptor(out, list(out.shape), [out.stride(0), 1], [cfg["BM"], cfg["BN"]])
 
@@ -456,14 +457,14 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
         if not use_tma or cfg.get("SPLIT"):
             raise ValueError("the persistent main loop is the TMA one, without split-K")
         sms = sm_count(a8.device)
-        c_arg = tma_output(out, cfg) if store_by_copy(cfg, a8.device) else None
+        c_arg = tma_output(out, cfg) if store_by_copy(cfg) else None
         _qgemm_persistent_kernel[(min(sms, output_tiles(m, n, cfg)),)](
             a_arg, b_arg, *epi_ptrs[:5], out if c_arg is None else c_arg, out2, m, n, k, r.stride(0), r.stride(1),
             out.stride(0), out.stride(1), *epi_scalars, FP8=fp8, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
             G=cfg["G"], NUM_SMS=sms, C_TMA=c_arg is not None, **epi_consts, **opts)
         return (out, out2) if out2_kind else out
     splits, ksplit = split_plan(m, n, k, cfg, sm_count(a8.device)) if cfg.get("SPLIT") else (1, k)
-    c_arg = tma_output(out, cfg) if splits == 1 and store_by_copy(cfg, a8.device) else None
+    c_arg = tma_output(out, cfg) if splits == 1 and store_by_copy(cfg) else None
     partial = (out.new_empty((splits, m, n), dtype=torch.float32 if fp8 else torch.int32) if splits > 1
                else wsum)
     grid = (output_tiles(m, n, cfg), splits)
