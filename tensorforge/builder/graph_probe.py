@@ -16,6 +16,8 @@ What the report holds (`build_info["graph_capture"]`, data only): `checked` (boo
 program). Cost: two runs of the network at the opt point, the second with a mode switch per layer (unmeasured on the
 zoo; one run of a zoo engine is 0.3–3 ms). Shape points other than opt may choose other kernels (point_tactics.py);
 the probe does not cover those. Checked on an H100: a NonZero network's report names both NonZero layers.
+The sync debug mode is process-global, as it is for the tactic timer's capture check (validation.try_capture): a
+build that shares its process with other threads' CUDA work may see their synchronisations attributed to its layers.
 """
 
 import warnings
