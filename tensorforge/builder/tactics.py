@@ -371,8 +371,9 @@ def _choose_timed(layer: Layer, found, walk: LayoutWalk, timer: Timer, cache: Ti
         try:
             kernel = built.pop(tid, None) or tac.build(layer, cfg, walk.device)
             outs = kernel(inputs)
-            wrong = disagreement(outs, expected, config.tf32, CODE_SLACK.get(layer.op, ()),
-                                 CODE_SLACK_FRACTIONS.get(layer.op, CODE_SLACK_FRACTION))
+            slack = tac.code_slack(layer, cfg) if tac.code_slack is not None else None
+            slack = slack or (CODE_SLACK.get(layer.op, ()), CODE_SLACK_FRACTIONS.get(layer.op, CODE_SLACK_FRACTION))
+            wrong = disagreement(outs, expected, config.tf32, *slack)
             if wrong is not None:
                 rejected[tid] = f"wrong results at the opt-point shapes: {wrong}"
                 continue

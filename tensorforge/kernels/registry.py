@@ -35,6 +35,10 @@ class Tactic:
     # optional fits(layer, cfg, inputs) -> reason | None: whether one config suits the inputs' shapes (judged when
     # tactics are timed, on the opt-point inputs); a config that does not fit is not timed
     fits: Callable[[Layer, dict, list], str | None] | None = None
+    # optional code_slack(layer, cfg) -> (output indices, fraction) | None: integer outputs of this config that may
+    # be one code off the reference on at most that fraction of their elements (an approximate epilogue), which
+    # the builder's validation then accepts; None (or no callable): validated as the op's defaults say
+    code_slack: Callable[[Layer, dict], tuple[tuple[int, ...], float] | None] | None = None
 
     def id(self, cfg: dict[str, Any]) -> str:
         base = f"{self.op.lower() if self.op != '*' else 'any'}.{self.name}"
@@ -66,7 +70,8 @@ def _load_optional() -> None:
 def tactic(op: str, name: str, configs: list[dict] | None = None, priority: int = 0):
     """Class decorator: the class provides static `supports(layer, device)` and `build(layer, cfg, device)`."""
     def wrap(cls):
-        t = Tactic(op, name, cls.supports, cls.build, list(configs or [{}]), priority, getattr(cls, "fits", None))
+        t = Tactic(op, name, cls.supports, cls.build, list(configs or [{}]), priority, getattr(cls, "fits", None),
+                   getattr(cls, "code_slack", None))
         existing = _TACTICS.setdefault(op, [])
         if any(e.name == name for e in existing):
             raise ValueError(f"tactic {op}.{name} registered twice")

@@ -61,7 +61,7 @@ def compile_like_launch(values, consts, cfg, desc=None, fn=T._qgemm_kernel):
 
 report = {}
 cfg = T.CONFIGS[0]
-base = dict(C_TMA=False, TMA=False, SPLIT=False, SHIFT=False, FP8=False, HAS_ZP=False, RES=2, MID=0, OUT=1, OUT2=0, ACT="Relu", RES_FIRST=True,
+base = dict(C_TMA=False, FAST_ERF=False, TMA=False, SPLIT=False, SHIFT=False, FP8=False, HAS_ZP=False, RES=2, MID=0, OUT=1, OUT2=0, ACT="Relu", RES_FIRST=True,
             PER_CHANNEL=True, HAS_BIAS=True, HAS_POST=False, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"])
 report["gemm"] = compile_like_launch(gemm, {**base, "CONV": False, "TAP_ALIGNED": False, "PAD_ZERO": True}, cfg)
 for aligned in (False, True):

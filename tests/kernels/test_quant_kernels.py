@@ -496,3 +496,32 @@ def test_persistent_configs_are_compiled_only_where_tiles_outnumber_multiprocess
     assert triton_int8_gemm.split_fits(layer, cfg, large) is None
     assert all(c in triton_int8_gemm.CONV_CONFIGS and c.get("IMPLICIT") == 0
                for c in triton_int8_gemm.CONV_CONFIGS if c.get("PERSIST"))
+
+
+@pytest.mark.parametrize("ydt", ["int8", "float32"])
+def test_fast_erf_gelu_epilogue_within_its_declared_slack(ydt):
+    """ERF=fast (the GELU epilogue by Abramowitz & Stegun's erf, _gelu_fast) against the exact reference: float
+    outputs within 1e-6 of max |y| (the approximation is within 4.7e-7 absolute; a coefficient 1 % off moves GELU
+    by ~1e-3), int8 codes at most one off on at most FAST_ERF_CODE_FRACTION of the elements (config_code_slack)."""
+    layer = _case_layer("QuantizedMatMul", torch.int8, -3, ydt, "Gelu", None, False, n=48)
+    x, w = _q8((3, 7, 48), torch.int8), _q8((48, 48))
+    inputs = [x, w, torch.randn(48) * 0.2, None]
+    want = get_spec(layer.op).reference(*inputs, **layer.attrs)
+    cfg = next(c for c in triton_int8_gemm.TMA_CONFIGS if c.get("ERF") == "fast")
+    cfg = {**cfg, "BM": 32, "BN": 32, "BK": 32, "G": 2, "stages": 1, "warps": 1}
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
+    assert want.float().std() > 0.1
+    if ydt == "float32":
+        assert float((got - want).abs().max()) <= 1e-6 * float(want.abs().max())
+    else:
+        off = (got.to(torch.int16) - want.to(torch.int16)).abs()
+        assert int(off.max()) <= 1 and float((off > 0).float().mean()) <= triton_int8_gemm.FAST_ERF_CODE_FRACTION
+
+
+def test_fast_erf_configs_fit_gelu_layers_only():
+    fast = next(c for c in triton_int8_gemm.TMA_CONFIGS if c.get("ERF") == "fast")
+    relu = _case_layer("QuantizedMatMul", torch.int8, -3, "int8", "Relu", None, False, n=48)
+    gelu = _case_layer("QuantizedMatMul", torch.int8, -3, "int8", "Gelu", None, False, n=48)
+    inputs = [_q8((3, 7, 48)), _q8((48, 48))]
+    assert "GELU epilogue" in triton_int8_gemm.config_fits(relu, fast, inputs)
+    assert triton_int8_gemm.config_fits(gelu, fast, inputs) is None

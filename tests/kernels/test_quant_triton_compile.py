@@ -37,6 +37,8 @@ cases = [  # name, A/B type, residual type, output type, constexprs
     ("fp8_float", "*fp8e4nv", "*fp32", "*fp32", dict(FP8=True, HAS_ZP=False, RES=0, MID=0, OUT=0, ACT="none", RES_FIRST=True)),
     ("int8_splitk", "*i8", "*i8", "*i8", dict(FP8=False, HAS_ZP=True, RES=2, MID=0, OUT=1, ACT="Relu", RES_FIRST=True,
                                            SPLIT=True)),
+    ("int8_gelu_fast", "*i8", "*i8", "*i8", dict(FP8=False, HAS_ZP=False, RES=0, MID=0, OUT=1, ACT="Gelu",
+                                              RES_FIRST=False, FAST_ERF=True)),     # ERF=fast: _gelu_fast
 ]
 for i, (name, ab, rt, ct, consts) in enumerate(cases):
     cfg = T.CONFIGS[i % len(T.CONFIGS)]
@@ -45,7 +47,7 @@ for i, (name, ab, rt, ct, consts) in enumerate(cases):
              **{n: "fp32" for n in floats}, **{n: "i32" for n in conv_ints}}
     consts.setdefault("OUT2", 1 if name == "int8_float" else 0)
     sig = {a: types.get(a, "constexpr") for a in T._qgemm_kernel.arg_names}
-    consts = {"CONV": False, "TMA": False, "SHIFT": False, "SPLIT": False, "PAD_ZERO": name != "int8_conv", "TAP_ALIGNED": name == "fp8_conv",
+    consts = {"CONV": False, "TMA": False, "SHIFT": False, "SPLIT": False, "C_TMA": False, "FAST_ERF": False, "PAD_ZERO": name != "int8_conv", "TAP_ALIGNED": name == "fp8_conv",
               **consts, "PER_CHANNEL": True,
               "HAS_BIAS": True,
               "HAS_POST": name == "int8_q",
@@ -55,13 +57,14 @@ for i, (name, ab, rt, ct, consts) in enumerate(cases):
                                                       "enable_fp_fusion": False})
     ptx = k.asm["ptx"]
     report[name] = {"cubin": len(k.asm["cubin"]), "int_mma": ("s32.s8.s8" in ptx) or (".s8" in ptx and "wgmma" in ptx),
-                    "fp8_mma": "e4m3" in ptx, "fma": ptx.count("fma.rn.f32")}
+                    "fp8_mma": "e4m3" in ptx, "fma": ptx.count("fma.rn.f32"), "rsqrt": ptx.count("rsqrt.approx"),
+                    "ex2": ptx.count("ex2.approx")}
 # split-K's second pass: the partial sums and the whole epilogue (quantized residual and output)
 epi_types = {"P": "*i32", "S": "i32", "MN": "i32", "Wsum": "*i32", "Mult": "*fp32", "Bias": "*fp32", "Post": "*fp32",
              "R": "*i8", "C": "*i8", "C2": "*i8", **{n: "i32" for n in "M N s_rm s_rn s_cm s_cn x_zp".split()},
              **{n: "fp32" for n in floats}}
 red_consts = dict(FP8=False, HAS_ZP=True, PER_CHANNEL=True, HAS_BIAS=True, HAS_POST=False, RES=2, RES_FIRST=True,
-                  ACT="Relu", MID=1, OUT=1, OUT2=0, BM=T.REDUCE_TILE[0], BN=T.REDUCE_TILE[1])
+                  ACT="Relu", MID=1, OUT=1, OUT2=0, BM=T.REDUCE_TILE[0], BN=T.REDUCE_TILE[1], FAST_ERF=False)
 sig = {a: "constexpr" if a in red_consts else epi_types[a] for a in T._splitk_reduce_kernel.arg_names}
 k = triton.compile(ASTSource(fn=T._splitk_reduce_kernel, signature=sig, constexprs=red_consts), target=TARGET,
                    options={"num_warps": 4, "enable_fp_fusion": False})
@@ -96,7 +99,13 @@ def test_quantized_gemm_compiles_for_sm90():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
-    assert len(report) == 8 + 1 + 4 + 3 and all(r["cubin"] > 0 for r in report.values())
+    assert len(report) == 9 + 1 + 4 + 3 and all(r["cubin"] > 0 for r in report.values())
+    # the fast-erf GELU: one rsqrt and one ex2 per element a thread holds (MUFU), where the exact one (int8_float,
+    # libdevice erf) has neither rsqrt
+    fast = T.CONFIGS[8 % len(T.CONFIGS)]
+    per = fast["BM"] * fast["BN"] // (32 * fast["warps"])
+    assert report["int8_gelu_fast"]["rsqrt"] == per and report["int8_gelu_fast"]["ex2"] == per, report["int8_gelu_fast"]
+    assert report["int8_float"]["rsqrt"] == 0
     assert report["int8_q"]["int_mma"] and report["uint8_out"]["int_mma"] and report["int8_conv"]["int_mma"]
     assert report["int8_splitk"]["int_mma"]
     assert report["fp8_q"]["fp8_mma"] and report["fp8_float"]["fp8_mma"] and report["fp8_conv"]["fp8_mma"]
