@@ -8,7 +8,7 @@ import functools
 import numpy as np
 import pytest
 import torch
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, numpy_helper
 
 import tensorforge as tfg
 from tensorforge.builder import BuilderConfig, builder as builder_module, tactics
@@ -17,15 +17,15 @@ from tensorforge.kernels import registry
 from tensorforge.kernels.registry import Tactic
 from tensorforge.kernels import triton_int8_gemm
 
+from oracle import single_node_model
+
 
 def q_model() -> bytes:
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], name="q")]
-    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(3, np.int8), "z")]
-    graph = helper.make_graph(nodes, "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 256])],
-                              [helper.make_tensor_value_info("y", TensorProto.INT8, [4, 256])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-    model.ir_version = 9
-    return model.SerializeToString()
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(3, np.int8), "z")]
+    return single_node_model("QuantizeLinear", [("x", TensorProto.FLOAT, [4, 256])],
+                             [("y", TensorProto.INT8, [4, 256])], opset=19, initializers=inits,
+                             node_inputs=["x", "s", "z"])
 
 
 class FakeTimer:

@@ -1,6 +1,6 @@
 """The classic-ML references (ai.onnx.ml) make their attribute tables once (ir/ops/attr_tables.py): after a first
-call, a call makes no tensor from host data — on CUDA a host→device copy that a CUDA-graph capture refuses, which kept
-any LinearClassifier/SVM/Scaler pipeline uncaptured. Checked with torch.tensor / torch.as_tensor made to raise on the
+call, a call makes no tensor from host data (on CUDA a host→device copy, which a CUDA-graph capture refuses: it kept
+any LinearClassifier/SVM/Scaler pipeline uncaptured). Checked with torch.tensor / torch.as_tensor made to raise on the
 second call; values against onnx.reference's ai.onnx.ml implementations (an independent oracle)."""
 
 import numpy as np
