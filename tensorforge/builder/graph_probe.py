@@ -93,7 +93,7 @@ def graph_capture_report(net: Network, program, device, detect: Detector | None)
 
 
 def capture_line(info: dict | None) -> str:
-    """One line for `inspect` and the build summary from build_info["graph_capture"]."""
+    """`inspect`'s line from build_info["graph_capture"] (the build log has one warning per blocker instead)."""
     if not info:
         return "CUDA graphs: not checked at build (engine built before the check existed)"
     if not info.get("checked"):
