@@ -18,7 +18,7 @@ from ..ir.ops.low_precision import INT_RANGES
 from ..ir.ops.quant import _broadcast
 from .registry import tactic, triton_device_reason
 from .torch_fused import dense_order
-from .triton_int8_gemm import _quantize
+from .quant_math import _quantize
 
 _TYPES = (torch.int8, torch.uint8, torch.float8_e4m3fn)
 

@@ -16,7 +16,7 @@ import triton.language as tl
 
 from ..ir import dtype_from_name
 from ..ir.ops.low_precision import INT_RANGES
-from .triton_int8_gemm import _quantize_r, reciprocal_scale
+from .quant_math import _quantize_r, reciprocal_scale
 
 
 @triton.jit

@@ -23,18 +23,19 @@ residual and the 1-byte output once; the (M, N) int32 accumulator never reaches 
 (split-K, for problems with fewer output tiles than multiprocessors: split_plan): S programs per tile each sum a
 K range into an int32 partial (M, N) and `_splitk_reduce_kernel` adds the S partials and runs the same `_epilogue`,
 8·S extra bytes per output element, bit for bit the one-pass result.
+The epilogue's element math (quantize, integer codes, the fast-erf GELU) is quant_math.py's.
 """
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl
 
 from .quant_common import is_fp8
 from .quant_gemm import GEMM_OPS, gemm_layer_reason, make_gemm_kernel
+from .quant_math import _act, _code_r, _quantize_r, reciprocal_scale
 from .quant_split import sm_count, split_fits, split_plan
 from .registry import tactic, triton_device_reason
-from .triton_gemm import apply_activation, grouped_tile, output_tiles
+from .triton_gemm import grouped_tile, output_tiles
 
 CONFIGS = [     # int8/fp8 MMA wants K steps of 64–128 bytes
     {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 8},
@@ -49,64 +50,6 @@ CONFIGS = [     # int8/fp8 MMA wants K steps of 64–128 bytes
 # writes it, x·0.5·(1 + erf(x·√½)) with libdevice's erff (the builder's exact check on int8 outputs is the judge)
 EXACT_ACTIVATIONS = ("none", "Relu", "Clip", "LeakyRelu", "Gelu")
 _OUT_KIND = {"int8": 1, "uint8": 1, "float8_e4m3fn": 2}
-
-
-@triton.jit
-def _rint(v):
-    """v (float32, |v| < 2²²) rounded to the nearest integer, ties to even: (v + 1.5·2²³) − 1.5·2²³. The constant is
-    written here rather than as a module-level tl.constexpr: Triton 3.6 merges a callee's recorded globals into the
-    caller's key before it hashes the callee, so a kernel's cache key depended on which kernels the process had
-    hashed before (reproduced with Triton 3.6 on the CPU: _qgemm_kernel's key with and without having hashed
-    _qdq_kernel first). The build's compile workers and the parent then disagreed on every INT8 GEMM key."""
-    return (v + 12582912.0) - 12582912.0
-
-
-@triton.jit
-def _round_e4m3(v):
-    """v (float32, |v| ≤ 448) rounded to the float8 E4M3 grid, ties to even, as float32: the grid step is
-    2^(max(e, −6) − 3) for v's binade e; dividing by it is exact, so the 1.5·2²³ trick rounds. (Explicit rather
-    than a conversion, so it is the same on the GPU and in the interpreter.)"""
-    e = ((v.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
-    step = ((tl.maximum(e, -6) - 3 + 127) << 23).to(tl.float32, bitcast=True)
-    return _rint(v / step) * step
-
-
-@triton.jit
-def _to_grid(v, zp, lo, hi, KIND: tl.constexpr):
-    """The quotient v = x / scale on the output grid, as float values: KIND 1 integer, saturated to [lo, hi] after
-    adding zp (clamped to [lo − zp, hi − zp] before rounding: the bounds are integers and rounding is monotone, so
-    this equals clamping after; |v| ≤ 2²² then, where the 1.5·2²³ trick rounds), KIND 2 float8 E4M3."""
-    if KIND == 2:
-        return _round_e4m3(tl.minimum(tl.maximum(v, -448.0), 448.0))
-    v = tl.minimum(tl.maximum(v, lo - zp), hi - zp)
-    return _rint(v) + zp
-
-
-@triton.jit
-def _quantize(t, scale, zp, lo, hi, KIND: tl.constexpr):
-    """ONNX QuantizeLinear of a float32 tile (IEEE division), as float values: KIND 1 integer, 2 float8 E4M3."""
-    return _to_grid(tl.math.div_rn(t, scale), zp, lo, hi, KIND)
-
-
-@triton.jit
-def _quantize_r(t, scale, rscale, zp, lo, hi, KIND: tl.constexpr):
-    """_quantize with the division done from rscale = RN(1/scale) (reciprocal_scale): q0 = t·r, the remainder
-    e = fma(−q0, scale, t) is exact, and fma(e, r, q0) = RN(t / scale), the IEEE quotient (Markstein's theorem;
-    normal range). One FMUL and two FFMA per element where div.rn emits a reciprocal, a check and a branch to a slow
-    path for every element: the epilogue of a short-K GEMM was most of its time."""
-    q0 = t * rscale
-    return _to_grid(tl.fma(tl.fma(-q0, scale, t), rscale, q0), zp, lo, hi, KIND)
-
-
-@triton.jit
-def _code_r(t, scale, rscale, zp, lo, hi):
-    """_quantize_r's KIND 1 code as int32 without a float→int conversion (F2I issues at 1/8 of the FMA rate on
-    sm_90; it was one of ~30 epilogue instructions per element): after the clamp |v| ≤ 2²², so v + 1.5·2²³ has
-    unit spacing and its bits are 0x4B400000 + round(v) (ties to even, the FADD's rounding). Same codes."""
-    q0 = t * rscale
-    v = tl.fma(tl.fma(-q0, scale, t), rscale, q0)
-    v = tl.minimum(tl.maximum(v, lo - zp), hi - zp)
-    return (v + 12582912.0).to(tl.int32, bitcast=True) - 0x4B400000 + tl.cast(zp, tl.int32)
 
 
 @triton.jit
@@ -129,33 +72,6 @@ def _tma_acc(A, B, pid_m, pid_n, k_lo, k_hi, FP8: tl.constexpr, BM: tl.constexpr
         else:
             acc = tl.dot(a, b, acc, out_dtype=tl.int32)
     return acc
-
-
-@triton.jit
-def _gelu_fast(y):
-    """0.5·y·(1 + erf(y/√2)) with erf by Abramowitz & Stegun 7.1.26: for a = |y|/√2, t = 1/(1 + p·a) and
-    erf(a) = 1 − t·P(t)·e^(−a²), P of degree 4 (Horner, explicit FMAs); t as rsqrt(1 + p·a)² and e^(−a²) as ex2
-    (one MUFU each). Error: within 4.7e-7 of the exact GELU (float32, numpy, 2M points over [−12, 12]). The sm_90
-    SASS of the 128×128 int8 tile kernel (8 warps): 2584 instructions against 3352 with libdevice's erf and 1336
-    without an activation. Not bit-exact with torch's erf: a quantized output may land one code off where y/scale
-    sits within ~1e-5 of a rounding boundary, which the builder accepts for these configs only (ERF=fast,
-    config_code_slack)."""
-    a = tl.abs(y) * 0.7071067811865476
-    r = tl.math.rsqrt(tl.fma(a, 0.3275911, 1.0))
-    t = r * r
-    poly = tl.fma(tl.fma(tl.fma(tl.fma(t, 1.061405429, -1.453152027), t, 1.421413741), t, -0.284496736), t,
-                  0.254829592) * t
-    e = tl.fma(-poly, tl.exp2((y * y) * -0.7213475204444817), 1.0)      # e^(−y²/2) = 2^(−y²·log2(e)/2)
-    h = 0.5 * y
-    return tl.fma(h, tl.where(y < 0, -e, e), h)
-
-
-@triton.jit
-def _act(t, ACT: tl.constexpr, alpha, beta, FAST_ERF: tl.constexpr):
-    """The epilogue's activation: apply_activation's, or GELU with the fast erf where the config asks (ERF=fast)."""
-    if FAST_ERF and ACT == "Gelu":
-        return _gelu_fast(t)
-    return apply_activation(t, ACT, alpha, beta)
 
 
 @triton.jit
@@ -345,12 +261,6 @@ def _splitk_reduce_kernel(P, S, MN, Wsum, Mult, Bias, Post, R, C, C2, M, N, s_rm
               HAS_ZP, PER_CHANNEL, HAS_BIAS, HAS_POST, RES, RES_FIRST, ACT, MID, OUT, OUT2, False, FAST_ERF)
 
 
-def reciprocal_scale(scale) -> float:
-    """RN(1 / float32(scale)) in float32 (numpy's float32 division is IEEE), as the kernel's `r`; 0 when unused."""
-    s = np.float32(scale)
-    return float(np.float32(1.0) / s) if s else 0.0
-
-
 def _range(dtype_name: str) -> tuple[float, float]:
     return (0.0, 255.0) if dtype_name == "uint8" else (-128.0, 127.0)
 
@@ -391,14 +301,9 @@ def tma_operands(a8: torch.Tensor, b_padded: torch.Tensor, k: int, cfg: dict):
     return a_desc, b_desc
 
 
-def store_by_copy(cfg: dict) -> bool:
-    """Whether a config's epilogue writes its tile by one bulk copy (C_TMA, where the output's rows allow): the
-    configs marked CTMA (TMA_CONFIGS). Neither store path won everywhere on the H100 (TMA_CONFIGS' note)."""
-    return bool(cfg.get("CTMA"))
-
-
 def tma_output(out: torch.Tensor, cfg: dict):
-    """A tensor descriptor of the (M, N) output in (BM, BN) blocks for the epilogue's bulk-copy store, or None
+    """A tensor descriptor of the (M, N) output in (BM, BN) blocks for the epilogue's bulk-copy store (configs
+    marked CTMA: neither store path won everywhere on the H100, TMA_CONFIGS' note), or None
     where the hardware cannot take it (row stride not a multiple of 16 bytes, e.g. N = 1000 int8 classes; or a
     base not 16-byte aligned) or the output is float32 (untried: a 512-byte tile row): pointer stores then."""
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -486,14 +391,14 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
         if not use_tma or cfg.get("SPLIT"):
             raise ValueError("the persistent main loop is the TMA one, without split-K")
         sms = sm_count(a8.device)
-        c_arg = tma_output(out, cfg) if store_by_copy(cfg) else None
+        c_arg = tma_output(out, cfg) if cfg.get("CTMA") else None
         _qgemm_persistent_kernel[(min(sms, output_tiles(m, n, cfg)),)](
             a_arg, b_arg, *epi_ptrs[:5], out if c_arg is None else c_arg, out2, m, n, k, r.stride(0), r.stride(1),
             out.stride(0), out.stride(1), *epi_scalars, FP8=fp8, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
             G=cfg["G"], NUM_SMS=sms, C_TMA=c_arg is not None, **epi_consts, **opts)
         return (out, out2) if out2_kind else out
     splits, ksplit = split_plan(m, n, k, cfg, sm_count(a8.device)) if cfg.get("SPLIT") else (1, k)
-    c_arg = tma_output(out, cfg) if splits == 1 and store_by_copy(cfg) else None
+    c_arg = tma_output(out, cfg) if splits == 1 and cfg.get("CTMA") else None
     partial = (out.new_empty((splits, m, n), dtype=torch.float32 if fp8 else torch.int32) if splits > 1
                else wsum)
     grid = (output_tiles(m, n, cfg), splits)
@@ -602,7 +507,7 @@ TMA_CONFIGS = [
     {"BM": 128, "BN": 128, "BK": 128, "G": 8, "stages": 3, "warps": 8, "TMA": 1},
     {"BM": 128, "BN": 64, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
     {"BM": 64, "BN": 128, "BK": 128, "G": 8, "stages": 4, "warps": 4, "TMA": 1},
-    # the first, with its output tile written by one bulk copy (CTMA; store_by_copy). On BERT's GEMMs at batch 32
+    # the first, with its output tile written by one bulk copy (CTMA: tma_output). On BERT's GEMMs at batch 32
     # (H100, 2026-12-07, int8-ceiling "fused" forms) the bulk store won in this tile (FC1 + GELU 50.3 vs 52.0 µs)
     # and lost in others (FC2 in 128×128×128 s3 w8: 34.8 vs 26.6 µs), so it is a config the build times, not a rule
     {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 4, "TMA": 1, "CTMA": 1},

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from tensorforge.ir import Layer, get_spec
-from tensorforge.kernels import quant_int_mm, triton_int8_gemm  # noqa: F401
+from tensorforge.kernels import quant_int_mm, quant_math, triton_int8_gemm  # noqa: F401
 from tensorforge.kernels.registry import candidates
 
 ATTRS = get_spec("QuantizedConv").attrs
@@ -258,7 +258,7 @@ def _quantize_r_probe(T, S, R, Y, Q, n, zp, lo, hi, BLOCK: tl.constexpr):
     t, s, r = tl.load(T + offs, mask=m), tl.load(S + offs, mask=m, other=1.0), tl.load(R + offs, mask=m, other=1.0)
     q0 = t * r
     tl.store(Q + offs, tl.fma(tl.fma(-q0, s, t), r, q0), mask=m)      # the quotient alone
-    tl.store(Y + offs, triton_int8_gemm._quantize_r(t, s, r, zp, lo, hi, 1), mask=m)
+    tl.store(Y + offs, quant_math._quantize_r(t, s, r, zp, lo, hi, 1), mask=m)
 
 
 def test_reciprocal_quantize_is_the_ieee_quotient_near_every_rounding_tie():
