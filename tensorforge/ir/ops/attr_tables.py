@@ -13,14 +13,24 @@ list per device (the size of the classic-ML models' own attributes). Tables are 
 
 import torch
 
-_TABLES: dict[tuple, torch.Tensor] = {}
+_BY_VALUE: dict[tuple, torch.Tensor] = {}                     # (values, dtype, device) → table
+_BY_LIST: dict[tuple, tuple[list, torch.Tensor]] = {}        # (id(list), dtype, device) → (that list, its table)
 
 
 def attr_table(values, dtype: torch.dtype, device) -> torch.Tensor:
     """`torch.tensor(values, dtype=dtype, device=device)`, made on first use and shared afterwards. `values`: a
-    flat list (or tuple) of numbers, as ONNX attributes hold them."""
-    key = (tuple(values), dtype, torch.device(device))
-    table = _TABLES.get(key)
+    flat list (or tuple) of numbers, as ONNX attributes hold them. A layer passes the same attribute list object on
+    every call: that is found by identity (O(1) per call; the entry keeps the list alive, so its id is not reused);
+    other lists by value (O(len) per call). Attribute lists are never modified after the build."""
+    device = torch.device(device)
+    by_list = (id(values), dtype, device)
+    hit = _BY_LIST.get(by_list)
+    if hit is not None and hit[0] is values:
+        return hit[1]
+    key = (tuple(values), dtype, device)
+    table = _BY_VALUE.get(key)
     if table is None:
-        table = _TABLES[key] = torch.tensor(key[0], dtype=dtype, device=key[2])
+        table = _BY_VALUE[key] = torch.tensor(key[0], dtype=dtype, device=device)
+    if isinstance(values, list):
+        _BY_LIST[by_list] = (values, table)
     return table
