@@ -7,9 +7,17 @@ what follows a quantized op with a float output and an empty epilogue — a per-
 and the next layer's QuantizeLinear — into it (implicit INT8 and ModelOpt BERT FFNs: MatMul + bias → GELU → Q).
 
     Quantized*(x, w [, b]) ─► [+ b₂] ─► [act] ─► [Q] ─► y      ⇒      Quantized*(x, w, b + b₂; act, Q) ─► y
+
+A row reshape between a QuantizedMatMul and its epilogue (GPT-2's Conv1D: `addmm(b, x.view(-1, K), W).view(…, N)`,
+a Gemm between Reshapes that fuse-qdq made quantized before gemm-through-reshape could see it) keeps the last axis,
+so every epilogue op above is the same per-row map before or after it; the reshape moves below the fused op:
+
+    QuantizedMatMul (M, N) ─► [Reshape] ─► [+ b₂] ─► [act] ─► [Reshape] ─► [Q]   ⇒   QuantizedMatMul(…; act, Q) ─► Reshape
+GPT-2 INT8's FC1 + GELU(tanh) + Q: one kernel instead of the GEMM and a GELU+Q chain (the (M, 3072) fp16 hidden
+tensor written and read once more: 4 bytes per element).
 """
 
-from ..pattern import AnyOf, Op, Var
+from ..pattern import AnyOf, Const, Op, Var
 from .base import Rule, rule_pass
 from .epilogue import per_channel_reason
 from .qdq_patterns import ACTIVATION_OPS, activation_of, activations_of, quantize_of
@@ -24,9 +32,11 @@ def _known_float(g, name):
 
 
 _core = Op(FUSED, any_inputs=True, name="core")
-_biased = AnyOf(Op("Add", _core, Var("bias", _known_float), name="bias_add"), _core)
+_rows = AnyOf(Op("Reshape", _core, Const(name="rows_shape", scalar=False), name="rows"), _core)
+_biased = AnyOf(Op("Add", _rows, Var("bias", _known_float), name="bias_add"), _rows)
 _act = AnyOf(*activations_of(_biased, "act2"), _biased)
-PATTERN = AnyOf(quantize_of(_act, "out_q"), _act)
+_act_rows = AnyOf(Op("Reshape", _act, Const(name="rows2_shape", scalar=False), name="rows2"), _act)
+PATTERN = AnyOf(quantize_of(_act_rows, "out_q"), _act)
 
 
 class QuantizedEpilogue(Rule):
@@ -45,7 +55,14 @@ class QuantizedEpilogue(Rule):
         if a["activation"] != "none" or a["mid_scale"] or len(core.inputs) > 3:
             return f"{core.name!r} already has an epilogue (activation, Q/DQ, residual or post-bias)"
         shape = g.shape(core.outputs[0])
-        if shape is None or not g.same_shape(core.outputs[0], m.root.outputs[0]):
+        last = core
+        for key in ("rows", "rows2"):
+            if m.get(key) is not None:
+                why = _rows_reason(g, core, m[key])
+                if why:
+                    return why
+                last = m[key]
+        if shape is None or not g.same_shape(last.outputs[0], m.root.outputs[0]):
             return "the output shape is unknown or the epilogue broadcasts it"
         channels = shape[1] if core.op != "QuantizedMatMul" else shape[-1]
         if "bias" in m.binds:
@@ -76,7 +93,25 @@ class QuantizedEpilogue(Rule):
             attrs.update(y_scale=p["scale"], y_zero_point=p["zero_point"], y_dtype=p["dtype"])
         while inputs and not inputs[-1]:
             inputs.pop()
-        return [self.new_layer(g, m, core.op, inputs, attrs=attrs, suffix="/epilogue")]
+        rows = m.get("rows2") or m.get("rows")      # the last reshape gives the root's shape
+        if rows is None:
+            return [self.new_layer(g, m, core.op, inputs, attrs=attrs, suffix="/epilogue")]
+        flat = self.fresh_tensor(g, f"{core.outputs[0]}/epilogue")
+        fused = self.new_layer(g, m, core.op, inputs, outputs=[flat], attrs=attrs, suffix="/epilogue")
+        return [fused, self.new_layer(g, m, "Reshape", [flat, rows.inputs[1]], attrs=dict(rows.attrs),
+                                      suffix="/rows")]
+
+
+def _rows_reason(g, core, rows) -> str | None:
+    """Why the Reshape after `core` is not a pure row reshape (same last axis, so the epilogue commutes with it)."""
+    if core.op != "QuantizedMatMul":
+        return f"a Reshape after {core.op} {core.name!r} (only a QuantizedMatMul's rows are reshaped through)"
+    before, after = g.shape(core.outputs[0]), g.shape(rows.outputs[0])
+    if before is None or after is None:
+        return f"Reshape {rows.name!r}: shapes unknown"
+    if not before or not after or before[-1] != after[-1]:
+        return f"Reshape {rows.name!r} changes the last axis ({before} → {after}): the epilogue is per column"
+    return None
 
 
 RULES = [QuantizedEpilogue()]
