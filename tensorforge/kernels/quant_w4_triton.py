@@ -13,7 +13,7 @@ import triton.language as tl
 
 from ..ir.ops.low_precision import as_int
 from .registry import tactic, triton_device_reason
-from .triton_gemm import apply_activation, grouped_tile, output_tiles
+from .triton_gemm import apply_activation, grouped_tile, kernel_activation, output_tiles
 
 CONFIGS = [
     {"BM": 64, "BN": 128, "BK": 32, "G": 8, "stages": 4, "warps": 4},
@@ -71,7 +71,8 @@ def run_w4(layer, inputs, cfg, interpret=False):
     _w4_kernel[grid](a2, w8, s, z8 if z8 is not None else w8, bias if bias is not None else s, out, m, n, k,
                      int(at["block_size"]), a2.stride(0), a2.stride(1), w8.stride(0), w8.stride(1), s.stride(0),
                      s.stride(1), out.stride(0), out.stride(1), float(at["alpha"]), float(at["beta"]),
-                     HAS_ZP=z8 is not None, HAS_BIAS=bias is not None, ACT=at["activation"],
+                     HAS_ZP=z8 is not None, HAS_BIAS=bias is not None,
+                     ACT=kernel_activation(at["activation"], at["alpha"]),
                      IEEE=a_.dtype == torch.float32, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], **opts)
     return out.reshape(*lead, n)
 

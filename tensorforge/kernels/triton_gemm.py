@@ -56,6 +56,12 @@ ACTIVATIONS = ("none", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigm
                "Silu", "Elu")
 
 
+def kernel_activation(activation: str, alpha: float) -> str:
+    """The ACT switch of apply_activation for a layer's (activation, alpha): Gelu with alpha = 1 is the tanh form
+    (ir.ops.fused.apply_activation), which the kernels compute as GeluTanh."""
+    return "GeluTanh" if activation == "Gelu" and float(alpha) == 1.0 else activation
+
+
 @triton.jit
 def apply_activation(y, ACT: tl.constexpr, alpha, beta):
     """The epilogue activations of ir.ops.fused.apply_activation, on a float32 tile."""
@@ -246,8 +252,7 @@ def gemm_epilogue(a, b, bias=None, residual=None, trans_b=0, scale=1.0, activati
                   residual_first=0, cfg=None, allow_tf32=None):
     """MatMulEpilogue through the Triton kernel (launcher shared by the tactic and tests)."""
     cfg = {**CONFIGS[3], **(cfg or {})}
-    if activation == "Gelu" and alpha == 1.0:
-        activation = "GeluTanh"
+    activation = kernel_activation(activation, alpha)
     if activation not in ACTIVATIONS:
         raise ValueError(f"unknown epilogue activation {activation!r}")
     if trans_b:

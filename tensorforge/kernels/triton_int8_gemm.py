@@ -35,7 +35,7 @@ from .quant_gemm import GEMM_OPS, gemm_layer_reason, make_gemm_kernel
 from .quant_math import _act, _code_r, _quantize_r, reciprocal_scale
 from .quant_split import sm_count, split_fits, split_plan
 from .registry import tactic, triton_device_reason
-from .triton_gemm import grouped_tile, output_tiles
+from .triton_gemm import grouped_tile, kernel_activation, output_tiles
 
 CONFIGS = [     # int8/fp8 MMA wants K steps of 64–128 bytes
     {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 8},
@@ -385,7 +385,8 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
         float(at.get("out2_zero_point", 0)), qlo, qhi)
     epi_consts = dict(HAS_ZP=bool(z8) and not fp8, PER_CHANNEL=mult.numel() > 1, HAS_BIAS=bias is not None,
                       HAS_POST=post is not None, RES=res_kind, RES_FIRST=bool(at["residual_first"]),
-                      ACT=at["activation"], MID=mid_kind, OUT=_OUT_KIND.get(at["y_dtype"], 0) if at["y_scale"] else 0,
+                      ACT=kernel_activation(at["activation"], at["alpha"]), MID=mid_kind,
+                      OUT=_OUT_KIND.get(at["y_dtype"], 0) if at["y_scale"] else 0,
                       OUT2=out2_kind, FAST_ERF=cfg.get("ERF") == "fast")
     if cfg.get("PERSIST"):
         if not use_tma or cfg.get("SPLIT"):
@@ -460,18 +461,24 @@ def build_kernel(layer, cfg, device, interpret=False):
 def config_fits(layer, cfg, inputs) -> str | None:
     """Why a config is not worth compiling for this layer: the fast-erf GELU epilogue where the layer has no GELU,
     then split_fits (split-K and persistent configs at these shapes)."""
-    if cfg.get("ERF") and layer.attrs.get("activation") != "Gelu":
-        return f"ERF={cfg['ERF']} is the GELU epilogue's; this layer's activation is {layer.attrs.get('activation')}"
+    act = kernel_activation(layer.attrs.get("activation", "none"), layer.attrs.get("alpha", 0.0))
+    if cfg.get("ERF") and act != "Gelu":
+        return f"ERF={cfg['ERF']} is the erf GELU epilogue's; this layer's activation is {act}"
     return split_fits(layer, cfg, inputs)
 
 
 FAST_ERF_CODE_FRACTION = 0.01
+TANH_GELU_CODE_FRACTION = 0.01
 
 
 def config_code_slack(layer, cfg) -> tuple[tuple[int, ...], float] | None:
     """The outputs a config may leave one code off the reference, and on what fraction of their elements at most:
     the fast-erf GELU (ERF=fast) on its quantized outputs (_gelu_fast: within 3.6e-7 of the exact GELU, so a code
-    moves only where y/scale sits that close to a rounding boundary). None: bit-exact, as every other config."""
+    moves only where y/scale sits that close to a rounding boundary), and the tanh GELU (GPT-2's gelu_new) in any
+    config: the kernel's x·σ(2u) = ½x(1 + tanh u) through exp differs from torch's tanhf by a few ulps. None:
+    bit-exact, as every other config and activation."""
+    if kernel_activation(layer.attrs.get("activation", "none"), layer.attrs.get("alpha", 0.0)) == "GeluTanh":
+        return tuple(range(len(layer.outputs))), TANH_GELU_CODE_FRACTION
     if cfg.get("ERF") != "fast":
         return None
     return tuple(range(len(layer.outputs))), FAST_ERF_CODE_FRACTION

@@ -525,3 +525,27 @@ def test_fast_erf_configs_fit_gelu_layers_only():
     inputs = [_q8((3, 7, 48)), _q8((48, 48))]
     assert "GELU epilogue" in triton_int8_gemm.config_fits(relu, fast, inputs)
     assert triton_int8_gemm.config_fits(gelu, fast, inputs) is None
+
+
+@pytest.mark.parametrize("ydt", ["int8", "float32"])
+def test_tanh_gelu_epilogue_is_the_tanh_form(ydt):
+    """Gelu with alpha = 1 (GPT-2's gelu_new, approximate="tanh") in the Triton INT8 epilogue: float outputs within
+    1e-6 of max |y| of the tanh reference (the erf form differs from it by up to ~5e-4, so a kernel computing the
+    erf GELU fails), int8 codes at most one off on at most TANH_GELU_CODE_FRACTION of the elements, the slack every
+    config declares for this activation (config_code_slack); ERF=fast (an erf) does not fit the layer."""
+    layer = _case_layer("QuantizedMatMul", torch.int8, -3, ydt, "Gelu", None, False, n=48)
+    layer.attrs["alpha"] = 1.0
+    x, w = _q8((3, 7, 48), torch.int8), _q8((48, 48))
+    inputs = [x, w, torch.randn(48) * 0.2, None]
+    want = get_spec(layer.op).reference(*inputs, **layer.attrs)
+    cfg = {"BM": 32, "BN": 32, "BK": 32, "G": 2, "stages": 1, "warps": 1}
+    got = triton_int8_gemm.build_kernel(layer, cfg, torch.device("cpu"), interpret=True)(inputs)[0]
+    assert want.float().std() > 0.1
+    if ydt == "float32":
+        assert float((got - want).abs().max()) <= 1e-6 * float(want.abs().max())
+    else:
+        off = (got.to(torch.int16) - want.to(torch.int16)).abs()
+        assert int(off.max()) <= 1 and float((off > 0).float().mean()) <= triton_int8_gemm.TANH_GELU_CODE_FRACTION
+        assert triton_int8_gemm.config_code_slack(layer, cfg) == ((0,), triton_int8_gemm.TANH_GELU_CODE_FRACTION)
+    fast = next(c for c in triton_int8_gemm.TMA_CONFIGS if c.get("ERF") == "fast")
+    assert "GeluTanh" in triton_int8_gemm.config_fits(layer, fast, inputs)
