@@ -81,18 +81,43 @@ def make_layer(op, n_out, fp8=False, conv=None, uint8=False, act="Relu"):
     return Layer("q", op, ["x", "w", "b"], ["y"], get_spec(op).resolve_attrs(attrs))
 
 
-def fp8_close(got, want):
-    """(every element within one fp8 step of the reference, fraction exactly equal, a note on the worst element:
-    how many steps off, at which reference value, how many elements are more than one step off) — the note tells
-    an accumulation-precision miss (a few elements of small |ref| after cancellation) from a wrong epilogue."""
+ACC_BITS = 12     # an fp8 GEMM output may be off by 2⁻¹² of Σ|terms| where its terms cancel (see fp8_close)
+
+
+def term_magnitude(layer, small):
+    """Σ_k |x_k|·|w_k|·x_scale·w_scale / y_scale per output (QuantizedMatMul; None for other ops): the size of an
+    output's terms in output units, against which the accumulator's rounding is measured."""
+    if layer.op != "QuantizedMatMul":
+        return None
+    a, w = small[0].float().abs(), small[1].float().abs()
+    ws = torch.tensor(layer.attrs["w_scale"], dtype=torch.float32, device=a.device).reshape(-1)
+    return (a @ w.t()) * layer.attrs["x_scale"] * ws / layer.attrs["y_scale"]
+
+
+def fp8_close(got, want, magnitude=None):
+    """(every element within one fp8 step of the reference, or — where `magnitude` is given — within the fp8 MMA's
+    accumulation error 2⁻¹² · Σ|terms| of it; fraction exactly equal; a note on the worst element: how many steps
+    off, at which reference value, how many elements are more than one step off). Hopper's fp8 tensor cores keep
+    about 14 fraction bits in the accumulator between the K chunks (DeepSeek-V3 report, §3.3.2), so where the terms
+    cancel (|ref| ≪ Σ|terms|) the sum can miss by many fp8 steps near zero, bit-correct epilogue or not: first seen
+    on BERT's QKV shape (13 of 589824 elements, all at ref 0, at most 10 subnormal steps = 0.0195, where Σ|terms| is
+    ~600). A wrong epilogue (scale, bias, rounding) moves elements of every size and still fails."""
     g, r = got.float(), want.float()
     step = 2.0 ** (torch.floor(torch.log2(r.abs().clamp(min=2 ** -6))) - 3)
+    if magnitude is not None:
+        step = torch.maximum(step, magnitude.reshape(step.shape) * 2.0 ** -ACC_BITS)
     steps = (g - r).abs() / step
     worst = int(steps.flatten().argmax())
     note = (f"worst {float(steps.flatten()[worst]):.1f} steps at ref {float(r.flatten()[worst]):.4g} "
             f"(got {float(g.flatten()[worst]):.4g}); {int((steps > 1 + 1e-9).sum())} of {steps.numel()} elements "
             f"> 1 step")
     return bool((steps <= 1 + 1e-9).all()), float((g == r).float().mean()), note
+
+
+def fp8_ok(got, want, magnitude=None) -> tuple[bool, str]:
+    """The smoke's fp8 verdict: fp8_close everywhere and ≥ 99 % of the elements equal to the reference."""
+    ok, eq, note = fp8_close(got, want, magnitude)
+    return ok and eq >= 0.99, f"within 1 fp8 step, {eq:.4f} equal; {note}"
 
 
 def run_tactics(name, layer, inputs, fp16_fn, check=True, check_rows=4, timer=None):
@@ -126,9 +151,7 @@ def run_tactics(name, layer, inputs, fp16_fn, check=True, check_rows=4, timer=No
             continue
         if check:
             if out.dtype == torch.float8_e4m3fn:
-                ok, eq, note = fp8_close(out, want)
-                ok = ok and eq >= 0.99
-                detail = f"within 1 fp8 step, {eq:.4f} equal; {note}"
+                ok, detail = fp8_ok(out, want, term_magnitude(layer, small))
             else:
                 slack = tac.code_slack(layer, cfg) if tac.code_slack is not None else None
                 off = (out.int() - want.int()).abs() if out.dtype == want.dtype else None

@@ -41,8 +41,8 @@ class TorchGraphBackend:
 
     def warmup(self, fn: Callable[[], Any]) -> None:
         """`warmup_runs` plain runs (compilation, autotuning, lazy handles may synchronise), then one run in which any
-        host synchronisation is an error: whatever syncs cannot be captured, and a capture that fails half-way
-        leaves torch's CUDA RNG in capture state for the rest of the process — so it is never attempted."""
+        host synchronisation is an error: whatever syncs cannot be captured, so the capture is not attempted (one
+        that fails half-way costs the attempt, and _capture must put torch's CUDA RNG state back: rng_snapshot)."""
         side = self.side_stream
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
@@ -63,6 +63,7 @@ class TorchGraphBackend:
     def _capture(self, fn: Callable[[], Any]):
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize(self.device)
+        rng = rng_snapshot(self.device)
         with torch.cuda.stream(self.side_stream):
             graph.capture_begin(capture_error_mode="thread_local")
             try:
@@ -72,14 +73,38 @@ class TorchGraphBackend:
                     graph.capture_end()
                 except Exception:  # noqa: BLE001 - the capture is already invalid; `e` is the cause to report
                     pass
-                torch.cuda.synchronize(self.device)
+                self._failed(rng)
                 raise CaptureFailed(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}") from e
-            graph.capture_end()
+            try:
+                graph.capture_end()
+            except Exception as e:  # noqa: BLE001 - e.g. the capture was invalidated without fn raising
+                self._failed(rng)
+                raise CaptureFailed(f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}") from e
         torch.cuda.current_stream(self.device).wait_stream(self.side_stream)
         return graph, result
 
+    def _failed(self, rng) -> None:
+        rng_restore(rng)
+        torch.cuda.synchronize(self.device)
+
     def replay(self, graph) -> None:
         graph.replay()
+
+
+def rng_snapshot(device: torch.device):
+    """(the device's default CUDA generator, a copy of its state) taken before a capture. capture_begin puts that
+    generator's state in capture mode and only a *successful* capture_end takes it out; after a failed capture
+    every later random op on the device raised "Offset increment outside graph capture encountered unexpectedly"
+    for the rest of the process (seen on the H100: one uncapturable engine, then every timed build's random
+    inputs failed)."""
+    gen = torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()]
+    return gen, gen.clone_state()
+
+
+def rng_restore(snapshot) -> None:
+    """Put the copy taken by rng_snapshot back (a state object that is not capturing; same seed and offset)."""
+    gen, state = snapshot
+    gen.graphsafe_set_state(state)
 
 
 def no_sync(fn: Callable[[], Any]):
