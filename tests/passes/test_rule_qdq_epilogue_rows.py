@@ -56,3 +56,24 @@ def test_a_reshape_that_splits_the_last_axis_stays_between():
     gemm = [la for la in engine.data.layers if la.op == "QuantizedMatMul"]
     assert len(gemm) == 1 and gemm[0].attrs["activation"] == "none"
     assert "changes the last axis" in log
+
+
+def test_a_second_reshape_that_copies_input_dims_is_not_moved():
+    """rows2 = Reshape([0, 3, 2, 24]) copies dim 0 from its input; below the fused GEMM its input would be the (M, N)
+    rows, so the Q stays a layer of its own (reason logged) and the numerics still follow the exact Q/DQ."""
+    g = G()
+    x = g.input("x", [2, 6, 32])
+    w = RNG.randn(24, 32).astype(np.float32) * 0.2
+    rows = g.node("Reshape", [x, g.const(np.array([-1, 32], np.int64))])
+    y = g.node("Gemm", [g.qdq(rows, 0.03, 0, np.int8), g.weight(w, 0)], transB=1)
+    y = g.node("Relu", [g.node("Reshape", [y, g.const(np.array([2, 6, 24], np.int64))])])
+    y = g.node("Reshape", [y, g.const(np.array([0, 3, 2, 24], np.int64))])
+    g.output(g.dq(g.q(y, OUT_STEP, -7, np.int8), OUT_STEP, -7, np.int8))
+    model = g.model()
+    feeds = {"x": RNG.randn(2, 6, 32).astype(np.float32)}
+    engine, log = build_logged(model)
+    got, want = engine.run(dict(feeds)), ort_exact(model, feeds)
+    for name, w_ in want.items():
+        off = steps_off(got[name], w_, OUT_STEP)
+        assert off.max() <= 1 + 1e-5 and (off < 1e-5).mean() >= 0.98
+    assert "copies input dimensions" in log

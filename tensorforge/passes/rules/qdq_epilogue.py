@@ -58,7 +58,7 @@ class QuantizedEpilogue(Rule):
         last = core
         for key in ("rows", "rows2"):
             if m.get(key) is not None:
-                why = _rows_reason(g, core, m[key])
+                why = _rows_reason(g, core, m[key], m[key + "_shape.value"], moved=key == "rows2")
                 if why:
                     return why
                 last = m[key]
@@ -102,8 +102,10 @@ class QuantizedEpilogue(Rule):
                                       suffix="/rows")]
 
 
-def _rows_reason(g, core, rows) -> str | None:
-    """Why the Reshape after `core` is not a pure row reshape (same last axis, so the epilogue commutes with it)."""
+def _rows_reason(g, core, rows, target, moved: bool) -> str | None:
+    """Why the Reshape after `core` is not a pure row reshape (same last axis, so the epilogue commutes with it).
+    `moved`: the reshape will read the fused GEMM's (M, N) output instead of its own input, so a 0 in its shape
+    (ONNX: copy that dimension of the input) would copy another dimension."""
     if core.op != "QuantizedMatMul":
         return f"a Reshape after {core.op} {core.name!r} (only a QuantizedMatMul's rows are reshaped through)"
     before, after = g.shape(core.outputs[0]), g.shape(rows.outputs[0])
@@ -111,6 +113,8 @@ def _rows_reason(g, core, rows) -> str | None:
         return f"Reshape {rows.name!r}: shapes unknown"
     if not before or not after or before[-1] != after[-1]:
         return f"Reshape {rows.name!r} changes the last axis ({before} → {after}): the epilogue is per column"
+    if moved and not rows.attrs.get("allowzero", 0) and bool((target == 0).any()):
+        return f"Reshape {rows.name!r} copies input dimensions (0 in its shape) from a tensor the fusion replaces"
     return None
 
 
