@@ -81,3 +81,20 @@ def test_tables_are_shared_and_kept():
     assert attr_tables.attr_table((1.5, 2.5), torch.float64, torch.device("cpu")) is a
     assert attr_tables.attr_table([1.5, 2.5], torch.float32, "cpu") is not a
     assert a.tolist() == [1.5, 2.5] and a.dtype == torch.float64
+
+
+@pytest.mark.parametrize("op", list(CASES))
+def test_repeated_calls_add_no_table_entries(op):
+    """Every reference passes its layer's own attribute lists: after the first call, further calls add no entry to
+    the tables (a per-call copy such as list(classlabels) or rho[:k] added one entry per call, each keeping its copy
+    alive: a leak on every engine run)."""
+    x, attrs, _ = CASES[op]
+    ir = {IMPORTER_NAMES.get(k, k): (None if k == "replaced_value_float" and np.isnan(v) else v)
+          for k, v in attrs.items()}
+    spec = get_spec(op)
+    resolved = spec.resolve_attrs(ir)
+    spec.reference(torch.from_numpy(x), **resolved)             # first call: the tables are made
+    before = (len(attr_tables._BY_LIST), len(attr_tables._BY_VALUE))
+    for _ in range(5):
+        spec.reference(torch.from_numpy(x), **resolved)
+    assert (len(attr_tables._BY_LIST), len(attr_tables._BY_VALUE)) == before

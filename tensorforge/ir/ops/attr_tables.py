@@ -21,7 +21,9 @@ def attr_table(values, dtype: torch.dtype, device) -> torch.Tensor:
     """`torch.tensor(values, dtype=dtype, device=device)`, made on first use and shared afterwards. `values`: a
     flat list (or tuple) of numbers, as ONNX attributes hold them. A layer passes the same attribute list object on
     every call: that is found by identity (O(1) per call; the entry keeps the list alive, so its id is not reused);
-    other lists by value (O(len) per call). Attribute lists are never modified after the build."""
+    other lists by value (O(len) per call). Attribute lists are never modified after the build. Pass the layer's
+    own list, never a copy made per call (`list(attr)`, a slice): each such copy would get an identity entry that
+    keeps it alive, one per call."""
     device = torch.device(device)
     by_list = (id(values), dtype, device)
     hit = _BY_LIST.get(by_list)

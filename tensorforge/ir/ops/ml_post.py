@@ -14,6 +14,7 @@ import torch
 from .attr_tables import attr_table
 
 TRANSFORMS = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
+_NO_LABELS = [0]
 
 
 def _erfinv_approx(x: torch.Tensor) -> torch.Tensor:
@@ -54,5 +55,5 @@ def post_transform(s: torch.Tensor, kind: str) -> torch.Tensor:
 
 def labels_of(index: torch.Tensor, classlabels: list[int]) -> torch.Tensor:
     """Class index → int64 class label."""
-    table = attr_table(list(classlabels) or [0], torch.int64, index.device)
+    table = attr_table(classlabels or _NO_LABELS, torch.int64, index.device)   # the layer's own list: found by id
     return table[index.long()]

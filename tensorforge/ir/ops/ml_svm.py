@@ -94,7 +94,7 @@ def svm_classifier(x, *, classlabels_ints, coefficients, kernel_params=None, ker
         si, ni, sj, nj = start[i], vectors_per_class[i], start[j], vectors_per_class[j]
         w[si:si + ni, e] = coef[j - 1, si:si + ni]
         w[sj:sj + nj, e] = coef[i, sj:sj + nj]
-    s = k @ w + attr_table(rho[:len(pairs)], torch.float64, x.device)
+    s = k @ w + attr_table(rho, torch.float64, x.device)[:len(pairs)]
     votes = torch.zeros(x.shape[0], n_classes, dtype=torch.float64, device=x.device)
     for e, (i, j) in enumerate(pairs):
         votes[:, i] += (s[:, e] > 0).double()

@@ -145,8 +145,7 @@ def finish_classifier(scores: torch.Tensor, *, leaf_targetids, classlabels, post
     n_classes = len(classlabels)
     if len(set(leaf_targetids)) == 1 and n_classes == 2:
         s = scores[:, :1]
-        table = label_table if label_table is not None else attr_table(list(classlabels), torch.int64,
-                                                                         scores.device)
+        table = label_table if label_table is not None else attr_table(classlabels, torch.int64, scores.device)
         if all_positive:
             return table[(s[:, 0] > 0.5).long()], torch.cat([1 - s, s], dim=1)
         return table[(s[:, 0] > 0).long()], post_transform(torch.cat([-s, s], dim=1), post_transform_kind)
