@@ -61,13 +61,19 @@ def _quantize(t, scale, zp, lo, hi, KIND: tl.constexpr):
 
 
 @triton.jit
-def _quantize_r(t, scale, rscale, zp, lo, hi, KIND: tl.constexpr):
-    """_quantize with the division done from rscale = RN(1/scale) (reciprocal_scale): q0 = t·r, the remainder
-    e = fma(−q0, scale, t) is exact, and fma(e, r, q0) = RN(t / scale), the IEEE quotient (Markstein's theorem;
-    normal range). One FMUL and two FFMA per element where div.rn emits a reciprocal, a check and a branch to a slow
-    path for every element: the epilogue of a short-K GEMM was most of its time."""
+def _quotient_r(t, scale, rscale):
+    """RN(t / scale) from rscale = RN(1/scale) (reciprocal_scale): q0 = t·r, the remainder e = fma(−q0, scale, t) is
+    exact, and fma(e, r, q0) is the IEEE quotient (Markstein's theorem; normal range). One FMUL and two FFMA per
+    element where div.rn emits a reciprocal, a check and a branch to a slow path for every element: the epilogue of
+    a short-K GEMM was most of its time."""
     q0 = t * rscale
-    return _to_grid(tl.fma(tl.fma(-q0, scale, t), rscale, q0), zp, lo, hi, KIND)
+    return tl.fma(tl.fma(-q0, scale, t), rscale, q0)
+
+
+@triton.jit
+def _quantize_r(t, scale, rscale, zp, lo, hi, KIND: tl.constexpr):
+    """_quantize with the division done from rscale (_quotient_r)."""
+    return _to_grid(_quotient_r(t, scale, rscale), zp, lo, hi, KIND)
 
 
 @triton.jit
@@ -75,9 +81,7 @@ def _code_r(t, scale, rscale, zp, lo, hi):
     """_quantize_r's KIND 1 code as int32 without a float→int conversion (F2I issues at 1/8 of the FMA rate on
     sm_90; it was one of ~30 epilogue instructions per element): after the clamp |v| ≤ 2²², so v + 1.5·2²³ has
     unit spacing and its bits are 0x4B400000 + round(v) (ties to even, the FADD's rounding). Same codes."""
-    q0 = t * rscale
-    v = tl.fma(tl.fma(-q0, scale, t), rscale, q0)
-    v = tl.minimum(tl.maximum(v, lo - zp), hi - zp)
+    v = tl.minimum(tl.maximum(_quotient_r(t, scale, rscale), lo - zp), hi - zp)
     return (v + 12582912.0).to(tl.int32, bitcast=True) - 0x4B400000 + tl.cast(zp, tl.int32)
 
 

@@ -388,23 +388,23 @@ def launch(a8, b8, z8, w_zp, bias, res2, post, p, cfg, interpret=False, geom=Non
                       ACT=kernel_activation(at["activation"], at["alpha"]), MID=mid_kind,
                       OUT=_OUT_KIND.get(at["y_dtype"], 0) if at["y_scale"] else 0,
                       OUT2=out2_kind, FAST_ERF=cfg.get("ERF") == "fast")
-    if cfg.get("PERSIST"):
-        if not use_tma or cfg.get("SPLIT"):
-            raise ValueError("the persistent main loop is the TMA one, without split-K")
-        sms = sm_count(a8.device)
-        c_arg = tma_output(out, cfg) if cfg.get("CTMA") else None
-        _qgemm_persistent_kernel[(min(sms, output_tiles(m, n, cfg)),)](
-            a_arg, b_arg, *epi_ptrs[:5], out if c_arg is None else c_arg, out2, m, n, k, r.stride(0), r.stride(1),
-            out.stride(0), out.stride(1), *epi_scalars, FP8=fp8, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
-            G=cfg["G"], NUM_SMS=sms, C_TMA=c_arg is not None, **epi_consts, **opts)
-        return (out, out2) if out2_kind else out
+    if cfg.get("PERSIST") and (not use_tma or cfg.get("SPLIT")):
+        raise ValueError("the persistent main loop is the TMA one, without split-K")
     splits, ksplit = split_plan(m, n, k, cfg, sm_count(a8.device)) if cfg.get("SPLIT") else (1, k)
-    c_arg = tma_output(out, cfg) if splits == 1 and cfg.get("CTMA") else None
+    c_arg = tma_output(out, cfg) if splits == 1 and cfg.get("CTMA") else None     # None: pointer stores
+    out_ptrs = (*epi_ptrs[:5], out if c_arg is None else c_arg, out2)               # Wsum … Post, C, C2
+    if cfg.get("PERSIST"):
+        sms = sm_count(a8.device)
+        _qgemm_persistent_kernel[(min(sms, output_tiles(m, n, cfg)),)](
+            a_arg, b_arg, *out_ptrs, m, n, k, r.stride(0), r.stride(1), out.stride(0), out.stride(1),
+            *epi_scalars, FP8=fp8, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], G=cfg["G"], NUM_SMS=sms,
+            C_TMA=c_arg is not None, **epi_consts, **opts)
+        return (out, out2) if out2_kind else out
     partial = (out.new_empty((splits, m, n), dtype=torch.float32 if fp8 else torch.int32) if splits > 1
                else wsum)
     grid = (output_tiles(m, n, cfg), splits)
     _qgemm_kernel[grid](
-        a_arg, b_arg, *epi_ptrs[:5], out if c_arg is None else c_arg, out2, ktab if ktab is not None else wsum, ktab.numel() // 3 if ktab is not None else 0,
+        a_arg, b_arg, *out_ptrs, ktab if ktab is not None else wsum, ktab.numel() // 3 if ktab is not None else 0,
         partial, ksplit, m, n, k, *sa, b8.stride(0), b8.stride(1), r.stride(0), r.stride(1),
         out.stride(0), out.stride(1), *epi_scalars, *conv_args,
         CONV=geom is not None, TAP_ALIGNED=aligned, TMA=use_tma,
@@ -458,10 +458,15 @@ def build_kernel(layer, cfg, device, interpret=False):
     return make_gemm_kernel(layer, device, None, fused_epilogue=fused, implicit_conv=bool(cfg.get("IMPLICIT")))
 
 
+def _layer_activation(layer) -> str:
+    """The kernel's ACT for a layer (kernel_activation of its activation and alpha)."""
+    return kernel_activation(layer.attrs.get("activation", "none"), layer.attrs.get("alpha", 0.0))
+
+
 def config_fits(layer, cfg, inputs) -> str | None:
     """Why a config is not worth compiling for this layer: the fast-erf GELU epilogue where the layer has no GELU,
     then split_fits (split-K and persistent configs at these shapes)."""
-    act = kernel_activation(layer.attrs.get("activation", "none"), layer.attrs.get("alpha", 0.0))
+    act = _layer_activation(layer)
     if cfg.get("ERF") and act != "Gelu":
         return f"ERF={cfg['ERF']} is the erf GELU epilogue's; this layer's activation is {act}"
     return split_fits(layer, cfg, inputs)
@@ -477,7 +482,7 @@ def config_code_slack(layer, cfg) -> tuple[tuple[int, ...], float] | None:
     moves only where y/scale sits that close to a rounding boundary), and the tanh GELU (GPT-2's gelu_new) in any
     config: the kernel's x·σ(2u) = ½x(1 + tanh u) through exp differs from torch's tanhf by a few ulps. None:
     bit-exact, as every other config and activation."""
-    if kernel_activation(layer.attrs.get("activation", "none"), layer.attrs.get("alpha", 0.0)) == "GeluTanh":
+    if _layer_activation(layer) == "GeluTanh":
         return tuple(range(len(layer.outputs))), TANH_GELU_CODE_FRACTION
     if cfg.get("ERF") != "fast":
         return None
