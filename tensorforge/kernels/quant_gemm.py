@@ -10,6 +10,7 @@ epilogue passes `fused_epilogue(a8, b8, z8, w_zp, bias, res2, params) -> (M, N) 
 import torch
 
 from .byte_copy import dense_rows
+from .torch_fused import rows_in_memory_order
 from .quant_common import (as_int8, conv_is_gemm_reason, conv_weight_matrix, epilogue_2d, im2col, is_fp8,
                            quant_params, residual_rows, to_nchw, zero_point_correction)
 
@@ -87,15 +88,28 @@ def make_gemm_kernel(layer, device, gemm, fused_epilogue=None, implicit_conv=Fal
             a8, nhw = im2col(x if is_fp8(x) else as_int8(x), w.shape, layer.attrs, z8)
             res2 = residual_rows(res, a8.shape[0])
         else:
-            lead = x.shape[:-1]
-            a8 = dense_rows(x if is_fp8(x) else as_int8(x))
-            res2 = None if res is None else res.reshape(a8.shape[0], -1)
+            y = matmul_rows(x, b8, (z8, w_zp, bias, post), res)
+            return list(y) if isinstance(y, tuple) else [y]
+        y2 = product_2d(a8, b8, (z8, w_zp, bias, post), res2, x)
+        return [to_nchw(y, nhw) for y in (y2 if isinstance(y2, tuple) else (y2,))]
+
+    def product_2d(a8, b8, terms, res2, x):
+        """The (M, N) output(s) of the A (M, K) · B (N, K)ᵀ product and its epilogue."""
+        z8, w_zp, bias, post = terms
         if fused_epilogue is not None:
-            y2 = fused_epilogue(a8, b8, z8, w_zp, bias, res2, post, p)
-        else:
-            acc = gemm(a8, b8)
-            if not is_fp8(x):
-                acc = zero_point_correction(acc, a8, b8, z8, w_zp)
-            y2 = epilogue_2d(acc, bias, res2, p, post)
-        return [to_nchw(y, nhw) if conv else y.reshape(*lead, -1) for y in (y2 if isinstance(y2, tuple) else (y2,))]
+            return fused_epilogue(a8, b8, z8, w_zp, bias, res2, post, p)
+        acc = gemm(a8, b8)
+        if not is_fp8(x):
+            acc = zero_point_correction(acc, a8, b8, z8, w_zp)
+        return epilogue_2d(acc, bias, res2, p, post)
+
+    @rows_in_memory_order
+    def matmul_rows(x, b8, terms, res):
+        """x (…, K) → y (…, N), row by row; an x whose leading dims are a permuted dense layout (ViT's transposed
+        activations, passes/rules/qgemm_rows.py) arrives here in its memory order, so its rows are a view."""
+        lead = x.shape[:-1]
+        a8 = dense_rows(x if is_fp8(x) else as_int8(x))
+        res2 = None if res is None else res.reshape(a8.shape[0], -1)
+        y2 = product_2d(a8, b8, terms, res2, x)
+        return tuple(y.reshape(*lead, -1) for y in y2) if isinstance(y2, tuple) else y2.reshape(*lead, -1)
     return run

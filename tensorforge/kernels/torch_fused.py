@@ -154,7 +154,8 @@ def rows_in_memory_order(product):
     that an `a` whose leading dims are a permutation of a dense layout — a transposed activation, as ViT's
     Transpose(0, 1) before each projection — is multiplied in its memory order and y is returned as the same
     permutation of a dense result: a view where `a.reshape(-1, K)` would have copied a, and a y whose consumers
-    (the Transpose back) see a dense tensor again. Traffic saved: one read and write of a per call."""
+    (the Transpose back) see a dense tensor again. Traffic saved: one read and write of a per call. A product
+    returning a tuple (a quantized GEMM's second output) has each output permuted alike."""
     def run(a, b, bias, residual):
         if b.dim() != 2 or a.dim() < 3 or a.stride(-1) != 1 or a.is_contiguous():
             return product(a, b, bias, residual)
@@ -163,11 +164,12 @@ def rows_in_memory_order(product):
             return product(a, b, bias, residual)
         order = lead + [a.dim() - 1]
         a_mem = a.permute(order)
-        if residual is not None:
-            out_shape = (*a.shape[:-1], residual.shape[-1] if residual.dim() else b.shape[-1])
+        if residual is not None:     # to a's leading dims (its own last dim kept: N, or 1 to broadcast)
+            out_shape = (*a.shape[:-1], residual.shape[-1] if residual.dim() else 1)
             residual = torch.broadcast_to(residual, torch.broadcast_shapes(residual.shape, out_shape)).permute(order)
         y = product(a_mem, b, bias, residual)
-        return y.permute(sorted(range(len(order)), key=order.__getitem__))
+        back = sorted(range(len(order)), key=order.__getitem__)
+        return tuple(t.permute(back) for t in y) if isinstance(y, tuple) else y.permute(back)
     return run
 
 

@@ -26,6 +26,7 @@ from .rules.qdq import fuse_qdq
 from .rules.qdq_dual import fuse_output_quantize
 from .rules.qdq_hoist import hoist_quantize
 from .rules.qdq_producer import fuse_conv_quantize, fuse_producer_quantize
+from .rules.qgemm_rows import keep_gemm_rows
 from .rules import qdq_epilogue
 from .view_chains import collapse_view_chains
 from .rules.base import rule_pass
@@ -59,6 +60,7 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
 # after precision conversion (builder): dtypes are final
 LATE_PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("quantize-before-views", 1, hoist_quantize),   # Q above Reshape/Transpose: it meets the layer it can join
+    ("quantized-gemm-rows", 3, keep_gemm_rows),     # then Reshape(−1, K) → QuantizedMatMul → Reshape: on y's rows
     ("add-layernorm", 3, fuse_add_layernorm),
     ("producer-quantize", 1, fuse_producer_quantize),   # the next GEMM's Q written by the LayerNorm/Attention before it
     ("conv-bias-layernorm", 3, move_conv_bias_into_layernorm),

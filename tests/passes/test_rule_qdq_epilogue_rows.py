@@ -47,8 +47,13 @@ def test_relu_and_q_after_a_row_reshape_join_the_gemm(flatten_again):
     assert len(gemm) == 1 and gemm[0].attrs["activation"] == "Relu" and gemm[0].attrs["y_dtype"] == "int8"
     assert not {"Relu", "PointwiseChain"} & set(ops(engine)), ops(engine)
     assert ops(engine).count("QuantizeLinear") == 1                 # the network input's, before the GEMM
+    # the reshape moved below the fused GEMM, and from there (qgemm_rows.py) into the shape of the GEMM's x: the
+    # GEMM writes the output's shape itself and the output's DQ reads it
     after = [la for la in engine.data.layers if gemm[0].outputs[0] in la.inputs]
-    assert [la.op for la in after] == ["Reshape"]                  # the reshape moved below the fused GEMM
+    assert [la.op for la in after] == ["DequantizeLinear"]
+    rows = next(la for la in engine.data.layers if gemm[0].inputs[0] in la.outputs)
+    assert rows.op == "Reshape" and engine.data.constants[rows.inputs[1]].tolist() == ([-1, 32] if flatten_again
+                                                                                      else [2, 5, 32])
 
 
 def test_a_reshape_that_splits_the_last_axis_stays_between():
