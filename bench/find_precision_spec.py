@@ -59,7 +59,8 @@ def find(name: str, precision: str, onnx_path: Path, calib: Path, test: Path, ar
     cache = calib.parent / "calibration.cache"          # one calibration serves INT8 and FP8 (FP8 reads its scales)
     argv = ["debug", "precision", str(onnx_path), f"--{precision}", "--keep=fp16", f"--calibData={calib}",
             f"--calib={cache}", f"--inputs={test}", f"--cosine={args.cosine}", f"--device={args.device}",
-            f"--max-refine={args.max_refine}", f"--runs={args.runs}"] + (["--verbose"] if args.verbose else [])
+            f"--max-refine={args.max_refine}", f"--runs={args.runs}", f"--direction={args.direction}"] + \
+        (["--verbose"] if args.verbose else [])
     out = io.StringIO()
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(out):
@@ -85,6 +86,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--max-refine", type=int, default=24, help="debug precision's shrinking probes (0: the prefix)")
     p.add_argument("--runs", type=int, default=20, help="latency runs of the plain and the found engine")
+    p.add_argument("--direction", choices=("forward", "reverse"), default="forward",
+                   help="debug precision's search: the shortest prefix (forward) or suffix (reverse) of the layers")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
     specs = json.loads(precision_case.SPECS_FILE.read_text()) if precision_case.SPECS_FILE.exists() else {}

@@ -7,8 +7,10 @@ Entry point: `run(argv) -> exit code`. Candidates are the model's layers in topo
 layers that get quantized; FP16: every float layer), kept at `--keep=fp32` (or fp16 for INT8/FP8). Search:
 1. every candidate kept must pass (else the tolerance is out of reach: exit 1) and none kept must fail (else
    there is nothing to do: exit 0, empty spec);
-2. bisection finds the shortest prefix of candidates that passes (each probe builds and runs one engine);
-3. each layer of that prefix is then dropped in turn when the rest still passes (up to --max-refine probes).
+2. bisection finds the shortest prefix of candidates that passes (each probe builds and runs one engine); with
+   `--direction=reverse` the shortest suffix (Polygraphy's option of the same name): where the error comes from
+   layers near the outputs, or where the early layers are the costly ones to keep, that set is smaller or cheaper;
+3. each layer of that prefix (suffix) is then dropped in turn when the rest still passes (up to --max-refine probes).
 Calibration runs once: its cache (--calib, or a temporary file) serves every probe. Prints the --layerPrecisions
 spec, the exec command that reproduces it, the median latency of the plain and the found engine, and the engine
 layers (with their ONNX nodes) that run at higher precision. Exit 0 when a spec is found, 1 when none is.
@@ -58,6 +60,8 @@ def _parser() -> _Parser:
     p.add_argument("--cosine", type=float, help="minimum cosine similarity of every output to fp32 onnxruntime")
     p.add_argument("--inputs", help="inputs.npz or name:file.npy[,name:file.npy] (default: uniform [0, 1), seed 1)")
     p.add_argument("--keep", choices=("fp32", "fp16"), default="fp32", help="precision of the kept layers")
+    p.add_argument("--direction", choices=("forward", "reverse"), default="forward",
+                   help="search the shortest prefix of the layers in topological order (forward) or suffix (reverse)")
     p.add_argument("--max-refine", type=int, default=24, help="at most this many probes to shrink the found prefix")
     p.add_argument("--runs", type=int, default=20, help="runs of each engine whose median latency is printed")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when present)")
@@ -210,7 +214,8 @@ def _search_and_report(args) -> int:
     if not cands:
         raise UsageError(f"debug precision: the model has no layer that --{args.mode} changes", "nothing to debug")
     prober = _Prober(args, network, feeds, ref, device)
-    keep = search(prober, cands)
+    keep = search(prober, cands if args.direction == "forward" else cands[::-1])
+    keep = None if keep is None else sorted(keep, key=cands.index)          # printed in topological order
     if keep is None:
         _, text = prober.passes(cands)
         print(f"no spec found: even with all {len(cands)} candidate layers at {args.keep} the outputs miss ({text})")

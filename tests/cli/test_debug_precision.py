@@ -88,3 +88,22 @@ def test_a_dynamic_batch_model_is_judged_on_a_batch_of_inputs(tmp_path, capsys):
     spec = re.search(r"^--layerPrecisions=(\S+)$", printed, re.M).group(1).split(",")
     assert spec[0] == "conv1:fp32"                               # the outlier-fed layer, first in topological order
     assert float(re.search(r"^found: .*cosine ([0-9.]+)", printed, re.M).group(1)) >= 0.999
+
+
+def _spec(model, calib, tmp, capsys, *extra):
+    code = main(["debug", "precision", str(model), "--int8", f"--calibData={calib}", "--cosine=0.999",
+                 f"--inputs={tmp / 'inputs.npz'}", "--device=cpu", "--runs=1", *extra])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    return re.search(r"^--layerPrecisions=(\S+)$", printed, re.M).group(1).split(",")
+
+
+def test_reverse_direction_searches_suffixes(setup, capsys):
+    """conv1 (the outlier-fed layer) is first in topological order: the shortest passing prefix is [conv1], the
+    shortest passing suffix is every candidate (the search order fc, conv2, conv1), which the refinement then
+    shrinks to conv1 again. The spec is printed in topological order either way."""
+    tmp, model, calib, _ = setup
+    assert _spec(model, calib, tmp, capsys, "--max-refine=0") == ["conv1:fp32"]
+    assert _spec(model, calib, tmp, capsys, "--max-refine=0", "--direction=reverse") == \
+        ["conv1:fp32", "conv2:fp32", "fc:fp32"]
+    assert _spec(model, calib, tmp, capsys, "--direction=reverse") == ["conv1:fp32"]
