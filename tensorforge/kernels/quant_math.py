@@ -7,14 +7,14 @@ Quantize (ONNX QuantizeLinear) of a float32 value t to scale s and zero point z,
 with the IEEE quotient t / s (directly, or from r = RN(1/s) and two FMAs: `_quantize_r`), rounding by the
 1.5·2²³ trick (`_rint`), and integer codes taken from the rounding add's bits (`_code_r`, no F2I). All of it
 is bit-exact to the op references. The epilogue's activation (`_act`) is apply_activation's, or GELU by a fast
-erf (`_gelu_fast`, the one approximate piece: ERF=fast configs only). Registers only: no memory traffic.
+erf (triton_gemm.gelu_fast, the one approximate piece: ERF=fast configs only). Registers only: no memory traffic.
 """
 
 import numpy as np
 import triton
 import triton.language as tl
 
-from .triton_gemm import apply_activation
+from .triton_gemm import apply_activation, gelu_fast
 
 
 def reciprocal_scale(scale) -> float:
@@ -86,27 +86,8 @@ def _code_r(t, scale, rscale, zp, lo, hi):
 
 
 @triton.jit
-def _gelu_fast(y):
-    """0.5·y·(1 + erf(y/√2)) with erf by Abramowitz & Stegun 7.1.26: for a = |y|/√2, t = 1/(1 + p·a) and
-    erf(a) = 1 − t·P(t)·e^(−a²), P of degree 4 (Horner, explicit FMAs); t as rsqrt(1 + p·a)² and e^(−a²) as ex2
-    (one MUFU each). Error: within 4.7e-7 of the exact GELU (float32, numpy, 2M points over [−12, 12]). The sm_90
-    SASS of the 128×128 int8 tile kernel (8 warps): 2584 instructions against 3352 with libdevice's erf and 1336
-    without an activation. Not bit-exact with torch's erf: a quantized output may land one code off where y/scale
-    sits within ~1e-5 of a rounding boundary, which the builder accepts for these configs only (ERF=fast,
-    config_code_slack)."""
-    a = tl.abs(y) * 0.7071067811865476
-    r = tl.math.rsqrt(tl.fma(a, 0.3275911, 1.0))
-    t = r * r
-    poly = tl.fma(tl.fma(tl.fma(tl.fma(t, 1.061405429, -1.453152027), t, 1.421413741), t, -0.284496736), t,
-                  0.254829592) * t
-    e = tl.fma(-poly, tl.exp2((y * y) * -0.7213475204444817), 1.0)      # e^(−y²/2) = 2^(−y²·log2(e)/2)
-    h = 0.5 * y
-    return tl.fma(h, tl.where(y < 0, -e, e), h)
-
-
-@triton.jit
 def _act(t, ACT: tl.constexpr, alpha, beta, FAST_ERF: tl.constexpr):
     """The epilogue's activation: apply_activation's, or GELU with the fast erf where the config asks (ERF=fast)."""
     if FAST_ERF and ACT == "Gelu":
-        return _gelu_fast(t)
+        return gelu_fast(t)
     return apply_activation(t, ACT, alpha, beta)

@@ -478,7 +478,7 @@ TANH_GELU_CODE_FRACTION = 0.01
 
 def config_code_slack(layer, cfg) -> tuple[tuple[int, ...], float] | None:
     """The outputs a config may leave one code off the reference, and on what fraction of their elements at most:
-    the fast-erf GELU (ERF=fast) on its quantized outputs (_gelu_fast: within 3.6e-7 of the exact GELU, so a code
+    the fast-erf GELU (ERF=fast) on its quantized outputs (triton_gemm.gelu_fast: within 3.6e-7 of the exact GELU, so a code
     moves only where y/scale sits that close to a rounding boundary), and the tanh GELU (GPT-2's gelu_new) in any
     config: the kernel's x·σ(2u) = ½x(1 + tanh u) through exp differs from torch's tanhf by a few ulps. None:
     bit-exact, as every other config and activation."""
@@ -523,7 +523,7 @@ TMA_CONFIGS = [
     # (H100, 2026-12-07, int8-ceiling "fused" forms) the bulk store won in this tile (FC1 + GELU 50.3 vs 52.0 µs)
     # and lost in others (FC2 in 128×128×128 s3 w8: 34.8 vs 26.6 µs), so it is a config the build times, not a rule
     {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 4, "TMA": 1, "CTMA": 1},
-    # and with GELU by the fast erf (ERF=fast: _gelu_fast), for GELU layers only (config_fits): BERT's FC1 + GELU
+    # and with GELU by the fast erf (ERF=fast: triton_gemm.gelu_fast), for GELU layers only (config_fits): BERT's FC1 + GELU
     # ran 50.3 µs in this tile against 27.1 µs for the bare loop, libdevice's erf being ~34 of the ~52 instructions
     # per element. Unmeasured on a GPU (no device time was left): the build times it beside the exact configs
     {"BM": 128, "BN": 128, "BK": 64, "G": 8, "stages": 4, "warps": 4, "TMA": 1, "CTMA": 1, "ERF": "fast"},

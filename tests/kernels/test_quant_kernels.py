@@ -518,8 +518,8 @@ def _gelu_epilogue_within(ydt, alpha, cfg, code_fraction):
 
 @pytest.mark.parametrize("ydt", ["int8", "float32"])
 def test_fast_erf_gelu_epilogue_within_its_declared_slack(ydt):
-    """ERF=fast (the GELU epilogue by Abramowitz & Stegun's erf, _gelu_fast) against the exact reference: float
-    outputs within 1e-6 of max |y| (the approximation is within 4.7e-7 absolute; a coefficient 1 % off moves GELU
+    """ERF=fast (the GELU epilogue by Abramowitz & Stegun's erf, triton_gemm.gelu_fast) against the exact reference:
+    float outputs within 1e-6 of max |y| (the approximation is within 4.7e-7 absolute; a coefficient 1 % off moves GELU
     by ~1e-3), int8 codes at most one off on at most FAST_ERF_CODE_FRACTION of the elements (config_code_slack)."""
     fast = next(c for c in triton_int8_gemm.TMA_CONFIGS if c.get("ERF") == "fast")
     _gelu_epilogue_within(ydt, 0.0, fast, triton_int8_gemm.FAST_ERF_CODE_FRACTION)

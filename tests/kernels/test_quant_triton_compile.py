@@ -38,7 +38,7 @@ cases = [  # name, A/B type, residual type, output type, constexprs
     ("int8_splitk", "*i8", "*i8", "*i8", dict(FP8=False, HAS_ZP=True, RES=2, MID=0, OUT=1, ACT="Relu", RES_FIRST=True,
                                            SPLIT=True)),
     ("int8_gelu_fast", "*i8", "*i8", "*i8", dict(FP8=False, HAS_ZP=False, RES=0, MID=0, OUT=1, ACT="Gelu",
-                                              RES_FIRST=False, FAST_ERF=True)),     # ERF=fast: _gelu_fast
+                                              RES_FIRST=False, FAST_ERF=True)),     # ERF=fast: triton_gemm.gelu_fast
 ]
 for i, (name, ab, rt, ct, consts) in enumerate(cases):
     cfg = T.CONFIGS[i % len(T.CONFIGS)]
