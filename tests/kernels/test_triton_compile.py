@@ -21,6 +21,7 @@ from tensorforge.ir import Layer
 from tensorforge.codegen import generate_pointwise
 from tensorforge.kernels import triton_attention, triton_gemm, triton_layernorm, triton_softmax
 from tensorforge.kernels import triton_add_layernorm, triton_conv_epilogue, triton_conv_pool, triton_pool
+from tensorforge.kernels import triton_depthwise
 from tensorforge.kernels.generated import load_module, register_source
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -95,6 +96,14 @@ for dt in ("*fp16", "*fp32"):
               "alpha": "fp32", "beta": "fp32", "Q": "*i8" if q else dt, **ln_q},
              {"HAS_BIAS": True, "HAS_RES": dt == "*fp16", "RES_FIRST": False, "ACT": "Silu",
               "STORE_Y": dt == "*fp32", "BLOCK_C": 16, "BLOCK_HW": 128, "Q_KIND": int(q), "STORE_P": not q})
+for dt, cfg in (("*fp16", triton_depthwise.CONFIGS[0]), ("*fp32", triton_depthwise.CONFIGS[-1])):
+    dw_ints = "C H W OW P s_xn s_xc s_xh s_xw s_yn s_yc s_yh s_yw s_rn s_rc s_rh s_rw stride_h stride_w pad_h pad_w"
+    compile_(f"depthwise{dt}", triton_depthwise._depthwise_kernel,
+             {**ptrs(["X", "Wt", "Bias", "R", "Y"], dt), **{n: "i32" for n in (dw_ints + " dil_h dil_w").split()},
+              "alpha": "fp32", "beta": "fp32"},
+             {"KH": 3 if dt == "*fp16" else 5, "KW": 3 if dt == "*fp16" else 5, "HAS_BIAS": True,
+              "HAS_RES": dt == "*fp16", "RES_FIRST": False, "ACT": "HardSwish", "BLOCK_P": cfg["BLOCK_P"],
+              "BLOCK_C": cfg["BLOCK_C"]}, warps=cfg["warps"])
 
 nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
 for dt, tdt in (("float32", torch.float32), ("float16", torch.float16)):
@@ -139,8 +148,8 @@ def test_every_triton_kernel_compiles_for_sm90():
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
     # … + 2: the add-layernorm kernel without its sum store, per dtype; + 4: with Q(Y) and Y unwritten; + 1: the
-    # attention kernel writing int8 codes
-    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 and all(r["cubin"] > 0 for r in report.values())
+    # attention kernel writing int8 codes; + 2: the depthwise convolution (fp16 3×3 with a residual, fp32 5×5)
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 2 and all(r["cubin"] > 0 for r in report.values())
     assert report["gate_q_int8"]["div_rn"] >= 1 and report["gate_q_int8"]["div_full"] == 0
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]

@@ -1,0 +1,175 @@
+"""Tactic: a depthwise convolution (group = C, one filter per channel) and its epilogue as ONE Triton kernel.
+
+    y[n, c, p] = act(b[c] + Σ_{kh, kw} x[n, c, p·s + (kh, kw)·d − pad] · w[c, 0, kh, kw] [+ r[n, c, p]]) [+ r]
+
+The cuDNN tactics run a depthwise convolution as two kernels: cuDNN's convolution without bias, then the Triton
+epilogue over y (triton_conv_epilogue.py: read y, write y again). Here each program computes a tile of BLOCK_P
+output positions × BLOCK_C channels of one sample in float32 registers, tap by tap (KH·KW masked loads of x; the
+padding reads 0), adds the bias, the residual and the activation, and stores y once. Traffic: x once per tap
+(neighbouring taps of a tile hit in L1/L2, so about once from DRAM), w (C·KH·KW), b and r once, y written once —
+against cuDNN + epilogue's y written, read and written again, and one launch less. Memory-bound, as depthwise
+convolutions are: MobileNetV3-Large has 15, EfficientNet-B0 16.
+The same kernel serves NCHW and channels-last (config "layout": x is made dense in that layout, y is allocated in
+it; addresses come from strides, so the residual is read in whatever layout it has). Float32 accumulation, one
+rounding to y's dtype, like cuDNN's. Channel multiplier 1 only (C_out = C_in = group); 2-D; any pads, strides,
+dilations and auto_pad (nn_common.window_geometry, as the Conv reference).
+Entry points: tactics `fusedconv.triton_depthwise` and `conv.triton_depthwise`; the launcher `depthwise_conv`
+(tests run it on CPU tensors under TRITON_INTERPRET=1).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from ..ir.ops.nn_common import per_dim, window_geometry
+from .registry import tactic, triton_device_reason
+from .torch_fused import epilogue_attrs, epilogue_operands
+from .triton_conv_epilogue import _spatial_rank_reason
+from .triton_gemm import ACTIVATIONS, apply_activation, kernel_activation
+
+# channels-last: channels are contiguous, so wide channel tiles make full 128-byte loads; NCHW: positions are
+CONFIGS = ([{"layout": "nhwc", "BLOCK_P": bp, "BLOCK_C": bc, "warps": 4} for bp, bc in ((32, 64), (64, 32), (16, 128))]
+           + [{"layout": "nchw", "BLOCK_P": bp, "BLOCK_C": bc, "warps": 4} for bp, bc in ((256, 4), (64, 16))])
+
+
+@triton.jit
+def _depthwise_kernel(X, Wt, Bias, R, Y, C, H, W, OW, P, s_xn, s_xc, s_xh, s_xw, s_yn, s_yc, s_yh, s_yw,
+                      s_rn, s_rc, s_rh, s_rw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, alpha, beta,
+                      KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr,
+                      RES_FIRST: tl.constexpr, ACT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Program (position block, channel block, sample). Wt is the weight as (KH·KW, C): tap-major, so a tap's
+    BLOCK_C weights are one contiguous load."""
+    n = tl.program_id(2).to(tl.int64)
+    p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    p_in, c_in = p < P, c < C
+    oh, ow = p // OW, p % OW
+    x_base = X + n * s_xn + c[None, :].to(tl.int64) * s_xc
+    acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
+    for kh in tl.static_range(KH):
+        ih = oh * stride_h - pad_h + kh * dil_h
+        row_ok = p_in & (ih >= 0) & (ih < H)
+        for kw in tl.static_range(KW):
+            iw = ow * stride_w - pad_w + kw * dil_w
+            ok = row_ok & (iw >= 0) & (iw < W)
+            offs = ih.to(tl.int64) * s_xh + iw.to(tl.int64) * s_xw
+            xv = tl.load(x_base + offs[:, None], mask=ok[:, None] & c_in[None, :], other=0.0)
+            wv = tl.load(Wt + (kh * KW + kw) * C + c, mask=c_in, other=0.0)
+            acc += xv.to(tl.float32) * wv.to(tl.float32)[None, :]
+    if HAS_BIAS:
+        acc += tl.load(Bias + c, mask=c_in, other=0.0).to(tl.float32)[None, :]
+    mask = p_in[:, None] & c_in[None, :]
+    if HAS_RES:
+        r_offs = n * s_rn + c[None, :].to(tl.int64) * s_rc + (oh.to(tl.int64) * s_rh + ow.to(tl.int64) * s_rw)[:, None]
+        r = tl.load(R + r_offs, mask=mask, other=0.0).to(tl.float32)
+        if RES_FIRST:
+            acc += r
+    acc = apply_activation(acc, ACT, alpha, beta)
+    if HAS_RES:
+        if not RES_FIRST:
+            acc += r
+    y_offs = n * s_yn + c[None, :].to(tl.int64) * s_yc + (oh.to(tl.int64) * s_yh + ow.to(tl.int64) * s_yw)[:, None]
+    tl.store(Y + y_offs, acc.to(Y.dtype.element_ty), mask=mask)
+
+
+def depthwise_reason(x_shape, w_shape, group) -> str | None:
+    """Why (x, w, group) is not a depthwise 2-D convolution with channel multiplier 1 (None when it is)."""
+    if len(x_shape) != 4 or len(w_shape) != 4:
+        return f"a {len(x_shape) - 2}-D convolution (this kernel is 2-D)"
+    if group == 1 or group != x_shape[1]:
+        return f"group {group} for {x_shape[1]} input channels: not depthwise"
+    if w_shape[0] != group or w_shape[1] != 1:
+        return f"weight {tuple(w_shape)}: a channel multiplier of {w_shape[0] // max(group, 1)} (this kernel: 1)"
+    return None
+
+
+def tap_major(w: torch.Tensor) -> torch.Tensor:
+    """w (C, 1, KH, KW) as (KH·KW, C), contiguous: the kernel's layout."""
+    return w.reshape(w.shape[0], -1).t().contiguous()
+
+
+def depthwise_conv(x, w, bias=None, residual=None, attrs=None, activation="none", alpha=0.0, beta=0.0,
+                   residual_first=0, channels_last=False, cfg=None, wt=None):
+    """act(conv(x, w, group=C) + bias [+ residual]) [+ residual] through the Triton kernel. attrs: the Conv
+    attributes (pads, strides, dilations, auto_pad); wt: tap_major(w) when the caller keeps it (else made here).
+    Returns y (N, C, OH, OW), dense in the layout asked (channels_last or NCHW)."""
+    attrs = attrs or {}
+    cfg = {**CONFIGS[0], **(cfg or {})}
+    activation = kernel_activation(activation, alpha)
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown epilogue activation {activation!r}")
+    why = depthwise_reason(tuple(x.shape), tuple(w.shape), attrs.get("group", 1))
+    if why:
+        raise ValueError(f"triton_depthwise: {why}")
+    kh, kw = w.shape[2], w.shape[3]
+    strides, dilations = per_dim(attrs.get("strides"), 2, 1), per_dim(attrs.get("dilations"), 2, 1)
+    out, begin, _, _ = window_geometry(list(x.shape[2:]), [kh, kw], strides, dilations, attrs.get("pads"),
+                                       attrs.get("auto_pad", "NOTSET"))
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    x = x.contiguous(memory_format=fmt)
+    n, c, h, wd = x.shape
+    y = torch.empty((n, c, out[0], out[1]), dtype=x.dtype, device=x.device, memory_format=fmt)
+    if y.numel() == 0:
+        return y
+    wt = tap_major(w) if wt is None else wt
+    if bias is not None:
+        bias = bias.reshape(-1).expand(c).contiguous()
+    if residual is not None and tuple(residual.shape) != tuple(y.shape):
+        residual = residual.expand(y.shape)
+    r = residual if residual is not None else y
+    positions = out[0] * out[1]
+    grid = (triton.cdiv(positions, cfg["BLOCK_P"]), triton.cdiv(c, cfg["BLOCK_C"]), n)
+    _depthwise_kernel[grid](x, wt, bias if bias is not None else wt, r, y, c, h, wd, out[1], positions,
+                            *x.stride(), *y.stride(), *r.stride(), strides[0], strides[1], begin[0], begin[1],
+                            dilations[0], dilations[1], float(alpha), float(beta), KH=kh, KW=kw,
+                            HAS_BIAS=bias is not None, HAS_RES=residual is not None,
+                            RES_FIRST=bool(residual_first), ACT=activation, BLOCK_P=cfg["BLOCK_P"],
+                            BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["warps"])
+    return y
+
+
+class _TritonDepthwise:
+    @staticmethod
+    def supports(layer, device):
+        why = triton_device_reason(device) or _spatial_rank_reason(layer.attrs)
+        if why:
+            return why
+        if int(layer.attrs.get("group", 1)) == 1:
+            return "group 1: a dense convolution (this kernel is depthwise)"
+        act = layer.attrs.get("activation", "none")
+        if act not in ACTIVATIONS:
+            return f"activation {act!r} has no Triton epilogue"
+        return None
+
+    @staticmethod
+    def fits(layer, cfg, inputs):
+        x, w = inputs[0], inputs[1]
+        if not isinstance(x, torch.Tensor) or not isinstance(w, torch.Tensor):
+            return None
+        return depthwise_reason(tuple(x.shape), tuple(w.shape), int(layer.attrs.get("group", 1)))
+
+    @staticmethod
+    def build(layer, cfg, device):
+        act, alpha, beta, res_first = epilogue_attrs(layer.attrs)
+        attrs = dict(layer.attrs)
+        kept: list = [None, None]            # (weight tensor seen, its tap-major copy)
+
+        def run(inputs):
+            x, w, bias, residual = epilogue_operands(inputs)
+            if kept[0] is not w:
+                kept[0], kept[1] = w, tap_major(w)
+            return [depthwise_conv(x, w, bias, residual, attrs, act, alpha, beta, res_first,
+                                   cfg.get("layout") == "nhwc", cfg, kept[1])]
+        return run
+
+
+@tactic("FusedConv", name="triton_depthwise", configs=CONFIGS, priority=-145)
+class FusedConvDepthwise(_TritonDepthwise):
+    """FusedConv(x, w[, bias[, residual]]) with group = C: below the library tactics, so untimed builds keep
+    theirs; timed builds compare it with cuDNN + epilogue by measured time."""
+
+
+@tactic("Conv", name="triton_depthwise", configs=CONFIGS, priority=-145)
+class ConvDepthwise(_TritonDepthwise):
+    """Conv(x, w[, b]) with group = C (a depthwise convolution with no activation, e.g. before a squeeze-excite
+    block's pool or a projection)."""

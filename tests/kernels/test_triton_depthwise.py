@@ -1,0 +1,143 @@
+"""The depthwise convolution + epilogue kernel (kernels/triton_depthwise.py) under TRITON_INTERPRET=1, against
+onnxruntime running the unfused ONNX graph (Conv with group = C → [Add residual] → activation → [Add residual])
+in float32 on the same values: stride 1 and 2, 3×3 and 5×5, dilation, asymmetric and SAME_UPPER padding, both
+layouts, partial position and channel tiles. Also: the tactic's reasons for what it does not run."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import TensorProto, helper
+
+from tensorforge.ir import Layer
+from tensorforge.kernels.triton_depthwise import CONFIGS, FusedConvDepthwise, depthwise_conv
+
+SMALL = {"BLOCK_P": 16, "BLOCK_C": 8, "warps": 1}
+
+
+def oracle(x, w, bias, residual, attrs, act, residual_first):
+    f32 = lambda t: t.detach().to(torch.float32).numpy()
+    feeds = {"X": f32(x), "W": f32(w)}
+    ins = ["X", "W"]
+    if bias is not None:
+        feeds["B"] = f32(bias)
+        ins.append("B")
+    conv_attrs = {k: v for k, v in attrs.items() if v is not None}
+    nodes = [helper.make_node("Conv", ins, ["y0"], **conv_attrs)]
+    y = "y0"
+    if residual is not None:
+        feeds["R"] = f32(residual)
+        if residual_first:
+            nodes.append(helper.make_node("Add", [y, "R"], ["y1"]))
+            y = "y1"
+    if act == "HardSwish":
+        nodes.append(helper.make_node("HardSwish", [y], ["y2"]))
+        y = "y2"
+    elif act == "Relu":
+        nodes.append(helper.make_node("Relu", [y], ["y2"]))
+        y = "y2"
+    if residual is not None and not residual_first:
+        nodes.append(helper.make_node("Add", [y, "R"], ["y3"]))
+        y = "y3"
+    nodes.append(helper.make_node("Identity", [y], ["Y"]))
+    inputs = [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in feeds.items()]
+    graph = helper.make_graph(nodes, "dw", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(["Y"], feeds)[0].astype(np.float64)
+
+
+def _check(got, want, rtol):
+    g = got.detach().to(torch.float64).numpy()
+    assert g.shape == want.shape
+    err = np.abs(g - want)
+    assert (err <= rtol * np.abs(want) + rtol * np.abs(want).max()).all(), err.max()
+    assert np.abs(want).max() > 0.5                          # not a constant output
+
+
+CASES = [  # (N, C, H, W), kernel, attrs, activation, residual, residual_first
+    ((2, 12, 9, 11), 3, {"pads": [1, 1, 1, 1]}, "HardSwish", False, 0),
+    ((1, 20, 10, 10), 5, {"pads": [2, 2, 2, 2], "strides": [2, 2]}, "Relu", False, 0),
+    ((2, 9, 8, 7), 3, {"pads": [0, 1, 2, 1], "dilations": [2, 2]}, "none", True, 0),
+    ((1, 16, 7, 9), 3, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, "HardSwish", True, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_depthwise_matches_onnxruntime(dtype, layout, case):
+    shape, k, attrs, act, with_res, res_first = CASES[case]
+    g = torch.Generator().manual_seed(case)
+    n, c = shape[0], shape[1]
+    x = torch.randn(*shape, generator=g).to(dtype)
+    w = (torch.randn(c, 1, k, k, generator=g) * 0.4).to(dtype)
+    bias = torch.randn(c, generator=g).to(dtype)
+    attrs = {**attrs, "group": c, "kernel_shape": [k, k]}
+    ref_y = oracle(x, w, bias, None, attrs, "none", 0)                # the output's shape, for the residual
+    residual = torch.randn(*ref_y.shape, generator=g).to(dtype) if with_res else None
+    want = oracle(x, w, bias, residual, attrs, act, res_first)
+    got = depthwise_conv(x, w, bias, residual, attrs, act, residual_first=res_first,
+                         channels_last=layout == "nhwc", cfg=SMALL)
+    assert got.dtype == dtype
+    assert got.is_contiguous(memory_format=torch.channels_last if layout == "nhwc" else torch.contiguous_format)
+    _check(got, want, 2e-3 if dtype == torch.float16 else 2e-5)
+
+
+def test_a_wrong_tap_is_caught():
+    """The comparison's power: flipping the filter (w[..., ::-1, ::-1]) makes the same kernel miss."""
+    shape, k, attrs, act, _, _ = CASES[0]
+    x, w = torch.randn(*shape), torch.randn(shape[1], 1, k, k)
+    attrs = {**attrs, "group": shape[1], "kernel_shape": [k, k]}
+    want = oracle(x, w, None, None, attrs, act, 0)
+    got = depthwise_conv(x, w.flip(-1, -2).contiguous(), None, None, attrs, act, cfg=SMALL)
+    with pytest.raises(AssertionError):
+        _check(got, want, 2e-5)
+
+
+def test_tactic_runs_fused_conv_layers_and_says_what_it_does_not():
+    x, w, b = torch.randn(1, 8, 6, 6), torch.randn(8, 1, 3, 3), torch.randn(8)
+    attrs = {"group": 8, "pads": [1, 1, 1, 1], "kernel_shape": [3, 3], "activation": "Relu"}
+    layer = Layer("dw", "FusedConv", ["x", "w", "b"], ["y"], attrs)
+    assert FusedConvDepthwise.fits(layer, CONFIGS[0], [x, w, b]) is None
+    got = FusedConvDepthwise.build(layer, {**CONFIGS[0], **SMALL}, torch.device("cpu"))([x, w, b])[0]
+    _check(got, oracle(x, w, b, None, {k: v for k, v in attrs.items() if k != "activation"}, "Relu", 0), 2e-5)
+    dense = Layer("c", "FusedConv", ["x", "w"], ["y"], {"group": 1})
+    assert "group 1" in FusedConvDepthwise.supports(dense, torch.device("cuda"))
+    assert "channel multiplier of 2" in FusedConvDepthwise.fits(layer, CONFIGS[0], [x, torch.randn(16, 1, 3, 3)])
+    grouped = Layer("g", "FusedConv", ["x", "w"], ["y"], {"group": 4})
+    assert "not depthwise" in FusedConvDepthwise.fits(grouped, CONFIGS[0], [x, torch.randn(8, 2, 3, 3)])
+
+
+
+ON_CUDA = r'''
+import torch
+import torch.nn.functional as F
+from tensorforge.kernels.triton_depthwise import CONFIGS, depthwise_conv
+for (n, c, h, k, s), cfg in zip(((32, 72, 56, 3, 2), (32, 240, 28, 5, 1), (32, 672, 14, 5, 2)), CONFIGS):
+    x = torch.randn(n, c, h, h, device="cuda").half()
+    w = (torch.randn(c, 1, k, k, device="cuda") * 0.3).half()
+    b = torch.randn(c, device="cuda").half()
+    attrs = {"group": c, "pads": [k // 2] * 4, "strides": [s, s], "kernel_shape": [k, k]}
+    want = F.hardswish(F.conv2d(x.float(), w.float(), b.float(), s, k // 2, 1, c))
+    for layout in ("nhwc", "nchw"):
+        got = depthwise_conv(x, w, b, None, attrs, "HardSwish", channels_last=layout == "nhwc", cfg=cfg)
+        torch.testing.assert_close(got.float(), want, rtol=2e-3, atol=2e-3 * float(want.abs().max()))
+print("OK")
+'''
+
+
+def test_depthwise_on_cuda_at_mobilenet_shapes():
+    """The compiled kernel on a GPU (skips without CUDA; a subprocess without TRITON_INTERPRET, which this test
+    session sets): MobileNetV3 / EfficientNet depthwise shapes at batch 32, both layouts, against torch's float32
+    convolution of the same float16 values."""
+    import os
+    import subprocess
+    import sys
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (the interpreter tests above cover the CPU)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", ON_CUDA], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
