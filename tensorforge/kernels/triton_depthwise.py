@@ -27,9 +27,10 @@ from .torch_fused import epilogue_attrs, epilogue_operands
 from .triton_conv_epilogue import _spatial_rank_reason
 from .triton_gemm import ACTIVATIONS, apply_activation, kernel_activation
 
-# channels-last: channels are contiguous, so wide channel tiles make full 128-byte loads; NCHW: positions are
-CONFIGS = ([{"layout": "nhwc", "BLOCK_P": bp, "BLOCK_C": bc, "warps": 4} for bp, bc in ((32, 64), (64, 32), (16, 128))]
-           + [{"layout": "nchw", "BLOCK_P": bp, "BLOCK_C": bc, "warps": 4} for bp, bc in ((256, 4), (64, 16))])
+# channels-last: channels are contiguous, so wide channel tiles make full 128-byte loads; NCHW: positions are.
+# Three configs only: each is one more Triton compile per depthwise shape in a cold build.
+CONFIGS = ([{"layout": "nhwc", "BLOCK_P": bp, "BLOCK_C": bc, "warps": 4} for bp, bc in ((32, 64), (16, 128))]
+           + [{"layout": "nchw", "BLOCK_P": 64, "BLOCK_C": 16, "warps": 4}])
 
 
 @triton.jit
