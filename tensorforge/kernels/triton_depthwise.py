@@ -13,8 +13,11 @@ The same kernel serves NCHW and channels-last (config "layout": x is made dense 
 it; addresses come from strides, so the residual is read in whatever layout it has). Float32 accumulation, one
 rounding to y's dtype, like cuDNN's. Channel multiplier 1 only (C_out = C_in = group); 2-D; any pads, strides,
 dilations and auto_pad (nn_common.window_geometry, as the Conv reference).
-Entry points: tactics `fusedconv.triton_depthwise` and `conv.triton_depthwise`; the launcher `depthwise_conv`
-(tests run it on CPU tensors under TRITON_INTERPRET=1).
+FusedConvPool (squeeze-excite's depthwise convolution and its global average pool): the same kernel also writes
+one float32 sum per position block and channel of y as stored, and a second launch adds them up in order; y is
+written only where another layer reads it.
+Entry points: tactics `fusedconv.triton_depthwise`, `conv.triton_depthwise` and `fusedconvpool.triton_depthwise`;
+the launcher `depthwise_conv` (tests run it on CPU tensors under TRITON_INTERPRET=1).
 """
 
 import torch
@@ -37,9 +40,11 @@ CONFIGS = ([{"layout": "nhwc", "BLOCK_P": bp, "BLOCK_C": bc, "warps": 4} for bp,
 def _depthwise_kernel(X, Wt, Bias, R, Y, C, H, W, OW, P, s_xn, s_xc, s_xh, s_xw, s_yn, s_yc, s_yh, s_yw,
                       s_rn, s_rc, s_rh, s_rw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, alpha, beta,
                       KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr,
-                      RES_FIRST: tl.constexpr, ACT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+                      RES_FIRST: tl.constexpr, ACT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+                      Part=None, STORE_Y: tl.constexpr = True, POOL: tl.constexpr = False):
     """Program (position block, channel block, sample). Wt is the weight as (KH·KW, C): tap-major, so a tap's
-    BLOCK_C weights are one contiguous load."""
+    BLOCK_C weights are one contiguous load. POOL: also Part[n, position block, c] = Σ of the tile's stored values
+    over its positions (float32), for _pool_parts_kernel; STORE_Y False: y itself is not written."""
     n = tl.program_id(2).to(tl.int64)
     p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -69,8 +74,25 @@ def _depthwise_kernel(X, Wt, Bias, R, Y, C, H, W, OW, P, s_xn, s_xc, s_xh, s_xw,
     if HAS_RES:
         if not RES_FIRST:
             acc += r
-    y_offs = n * s_yn + c[None, :].to(tl.int64) * s_yc + (oh.to(tl.int64) * s_yh + ow.to(tl.int64) * s_yw)[:, None]
-    tl.store(Y + y_offs, acc.to(Y.dtype.element_ty), mask=mask)
+    stored = acc.to(Y.dtype.element_ty)
+    if STORE_Y:
+        y_offs = n * s_yn + c[None, :].to(tl.int64) * s_yc + (oh.to(tl.int64) * s_yh + ow.to(tl.int64) * s_yw)[:, None]
+        tl.store(Y + y_offs, stored, mask=mask)
+    if POOL:
+        part = tl.sum(tl.where(mask, stored.to(tl.float32), 0.0), axis=0)
+        tl.store(Part + (n * tl.num_programs(0) + tl.program_id(0)) * C + c, part, mask=c_in)
+
+
+@triton.jit
+def _pool_parts_kernel(Part, Pooled, C, PB, inv_s, BLOCK_C: tl.constexpr):
+    """Pooled[n, c] = (Σ_b Part[n, b, c]) / S, the position blocks summed in order (deterministic)."""
+    n = tl.program_id(1).to(tl.int64)
+    c = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    c_in = c < C
+    acc = tl.zeros((BLOCK_C,), dtype=tl.float32)
+    for b in range(0, PB):
+        acc += tl.load(Part + (n * PB + b) * C + c, mask=c_in, other=0.0)
+    tl.store(Pooled + n * C + c, (acc * inv_s).to(Pooled.dtype.element_ty), mask=c_in)
 
 
 def depthwise_reason(x_shape, w_shape, group) -> str | None:
@@ -90,10 +112,12 @@ def tap_major(w: torch.Tensor) -> torch.Tensor:
 
 
 def depthwise_conv(x, w, bias=None, residual=None, attrs=None, activation="none", alpha=0.0, beta=0.0,
-                   residual_first=0, channels_last=False, cfg=None, wt=None):
+                   residual_first=0, channels_last=False, cfg=None, wt=None, pool=False, store_y=True):
     """act(conv(x, w, group=C) + bias [+ residual]) [+ residual] through the Triton kernel. attrs: the Conv
     attributes (pads, strides, dilations, auto_pad); wt: tap_major(w) when the caller keeps it (else made here).
-    Returns y (N, C, OH, OW), dense in the layout asked (channels_last or NCHW)."""
+    Returns y (N, C, OH, OW), dense in the layout asked (channels_last or NCHW). pool: returns (y or None when not
+    store_y, P) with P (N, C, 1, 1) the mean of y as stored (FusedConvPool): the kernel writes one float32 partial
+    sum per position block and channel, and one more launch sums them in order (deterministic)."""
     attrs = attrs or {}
     cfg = {**CONFIGS[0], **(cfg or {})}
     activation = kernel_activation(activation, alpha)
@@ -110,23 +134,32 @@ def depthwise_conv(x, w, bias=None, residual=None, attrs=None, activation="none"
     x = x.contiguous(memory_format=fmt)
     n, c, h, wd = x.shape
     y = torch.empty((n, c, out[0], out[1]), dtype=x.dtype, device=x.device, memory_format=fmt)
-    if y.numel() == 0:
-        return y
+    positions = out[0] * out[1]
+    if y.numel() == 0 or (pool and positions == 0):
+        if not pool:
+            return y
+        pooled = torch.full((n, c, 1, 1), float("nan") if positions == 0 else 0.0, dtype=y.dtype, device=y.device)
+        return (y if store_y else None), pooled
     wt = tap_major(w) if wt is None else wt
     if bias is not None:
         bias = bias.reshape(-1).expand(c).contiguous()
     if residual is not None and tuple(residual.shape) != tuple(y.shape):
         residual = residual.expand(y.shape)
     r = residual if residual is not None else y
-    positions = out[0] * out[1]
     grid = (triton.cdiv(positions, cfg["BLOCK_P"]), triton.cdiv(c, cfg["BLOCK_C"]), n)
+    part = torch.empty((n, grid[0], c), dtype=torch.float32, device=x.device) if pool else None
     _depthwise_kernel[grid](x, wt, bias if bias is not None else wt, r, y, c, h, wd, out[1], positions,
                             *x.stride(), *y.stride(), *r.stride(), strides[0], strides[1], begin[0], begin[1],
                             dilations[0], dilations[1], float(alpha), float(beta), KH=kh, KW=kw,
                             HAS_BIAS=bias is not None, HAS_RES=residual is not None,
                             RES_FIRST=bool(residual_first), ACT=activation, BLOCK_P=cfg["BLOCK_P"],
-                            BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["warps"])
-    return y
+                            BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["warps"], Part=part,
+                            STORE_Y=bool(store_y or not pool), POOL=bool(pool))
+    if not pool:
+        return y
+    pooled = torch.empty((n, c, 1, 1), dtype=y.dtype, device=y.device)
+    _pool_parts_kernel[(triton.cdiv(c, 128), n)](part, pooled, c, grid[0], 1.0 / positions, BLOCK_C=128)
+    return (y if store_y else None), pooled
 
 
 class _TritonDepthwise:
@@ -153,14 +186,17 @@ class _TritonDepthwise:
     def build(layer, cfg, device):
         act, alpha, beta, res_first = epilogue_attrs(layer.attrs)
         attrs = dict(layer.attrs)
+        pool = layer.op == "FusedConvPool"
+        store_y = bool(layer.outputs and layer.outputs[0])
         kept: list = [None, None]            # (weight tensor seen, its tap-major copy)
 
         def run(inputs):
             x, w, bias, residual = epilogue_operands(inputs)
             if kept[0] is not w:
                 kept[0], kept[1] = w, tap_major(w)
-            return [depthwise_conv(x, w, bias, residual, attrs, act, alpha, beta, res_first,
-                                   cfg.get("layout") == "nhwc", cfg, kept[1])]
+            out = depthwise_conv(x, w, bias, residual, attrs, act, alpha, beta, res_first,
+                                 cfg.get("layout") == "nhwc", cfg, kept[1], pool, store_y)
+            return list(out) if pool else [out]
         return run
 
 
@@ -174,3 +210,10 @@ class FusedConvDepthwise(_TritonDepthwise):
 class ConvDepthwise(_TritonDepthwise):
     """Conv(x, w[, b]) with group = C (a depthwise convolution with no activation, e.g. before a squeeze-excite
     block's pool or a projection)."""
+
+
+@tactic("FusedConvPool", name="triton_depthwise", configs=CONFIGS, priority=-145)
+class FusedConvPoolDepthwise(_TritonDepthwise):
+    """FusedConvPool (Y, mean of Y) with group = C: squeeze-excite's depthwise convolution (every MBConv block of
+    EfficientNet-B0, 9 of MobileNetV3-Large's). Against cuDNN + the fused epilogue-pool pass it saves a read and a
+    write of y; the pool's partial sums are one float32 per position block and channel."""

@@ -98,12 +98,15 @@ for dt in ("*fp16", "*fp32"):
               "STORE_Y": dt == "*fp32", "BLOCK_C": 16, "BLOCK_HW": 128, "Q_KIND": int(q), "STORE_P": not q})
 for dt, cfg in (("*fp16", triton_depthwise.CONFIGS[0]), ("*fp32", triton_depthwise.CONFIGS[-1])):
     dw_ints = "C H W OW P s_xn s_xc s_xh s_xw s_yn s_yc s_yh s_yw s_rn s_rc s_rh s_rw stride_h stride_w pad_h pad_w"
+    pool = dt == "*fp16"      # fp16: FusedConvPool's form (partial sums of the pool, y not written)
     compile_(f"depthwise{dt}", triton_depthwise._depthwise_kernel,
              {**ptrs(["X", "Wt", "Bias", "R", "Y"], dt), **{n: "i32" for n in (dw_ints + " dil_h dil_w").split()},
-              "alpha": "fp32", "beta": "fp32"},
-             {"KH": 3 if dt == "*fp16" else 5, "KW": 3 if dt == "*fp16" else 5, "HAS_BIAS": True,
-              "HAS_RES": dt == "*fp16", "RES_FIRST": False, "ACT": "HardSwish", "BLOCK_P": cfg["BLOCK_P"],
-              "BLOCK_C": cfg["BLOCK_C"]}, warps=cfg["warps"])
+              "alpha": "fp32", "beta": "fp32", "Part": "*fp32"},
+             {"KH": 3 if pool else 5, "KW": 3 if pool else 5, "HAS_BIAS": True, "HAS_RES": pool, "RES_FIRST": False,
+              "ACT": "HardSwish", "BLOCK_P": cfg["BLOCK_P"], "BLOCK_C": cfg["BLOCK_C"], "STORE_Y": not pool,
+              "POOL": pool}, warps=cfg["warps"])
+compile_("depthwise_pool_parts", triton_depthwise._pool_parts_kernel,
+         {"Part": "*fp32", "Pooled": "*fp16", "C": "i32", "PB": "i32", "inv_s": "fp32"}, {"BLOCK_C": 128})
 
 nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
 for dt, tdt in (("float32", torch.float32), ("float16", torch.float16)):
@@ -148,8 +151,9 @@ def test_every_triton_kernel_compiles_for_sm90():
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
     # … + 2: the add-layernorm kernel without its sum store, per dtype; + 4: with Q(Y) and Y unwritten; + 1: the
-    # attention kernel writing int8 codes; + 2: the depthwise convolution (fp16 3×3 with a residual, fp32 5×5)
-    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 2 and all(r["cubin"] > 0 for r in report.values())
+    # attention kernel writing int8 codes; + 3: the depthwise convolution (fp16 3×3 with a residual and the pool's
+    # partial sums, fp32 5×5) and the partial sums' reduction
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 3 and all(r["cubin"] > 0 for r in report.values())
     assert report["gate_q_int8"]["div_rn"] >= 1 and report["gate_q_int8"]["div_full"] == 0
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]

@@ -112,6 +112,29 @@ def test_tactic_runs_fused_conv_layers_and_says_what_it_does_not():
 
 
 
+@pytest.mark.parametrize("store_y", [True, False])
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+def test_fused_conv_pool_depthwise_writes_y_and_its_mean(store_y, layout):
+    """FusedConvPool (squeeze-excite's depthwise conv): Y and P = mean of Y over the positions, against onnxruntime's
+    Conv → HardSwish and GlobalAveragePool of it; 13×11 positions in 16-position blocks (a partial last block whose
+    masked positions must not count). Y absent (only the pool reads it): P alone, Y never written."""
+    from tensorforge.kernels.triton_depthwise import FusedConvPoolDepthwise
+    g = torch.Generator().manual_seed(3)
+    x, w, b = torch.randn(2, 12, 13, 11, generator=g).half(), (torch.randn(12, 1, 5, 5, generator=g) * 0.3).half(), \
+        torch.randn(12, generator=g).half()
+    attrs = {"group": 12, "pads": [2, 2, 2, 2], "kernel_shape": [5, 5]}
+    layer = Layer("dw", "FusedConvPool", ["x", "w", "b"], ["y" if store_y else "", "p"],
+                  {**attrs, "activation": "HardSwish"})
+    y, pooled = FusedConvPoolDepthwise.build(layer, {**CONFIGS[0 if layout == "nhwc" else -1], **SMALL},
+                                             torch.device("cpu"))([x, w, b])
+    want_y = oracle(x, w, b, None, attrs, "HardSwish", 0)
+    assert (y is not None) == store_y
+    if store_y:
+        _check(y, want_y, 2e-3)
+    assert pooled.shape == (2, 12, 1, 1) and pooled.dtype == torch.float16
+    _check(pooled, want_y.mean(axis=(2, 3), keepdims=True), 2e-3)
+
+
 ON_CUDA = r'''
 import torch
 import torch.nn.functional as F
@@ -125,14 +148,18 @@ for (n, c, h, k, s), cfg in zip(((32, 72, 56, 3, 2), (32, 240, 28, 5, 1), (32, 6
     for layout in ("nhwc", "nchw"):
         got = depthwise_conv(x, w, b, None, attrs, "HardSwish", channels_last=layout == "nhwc", cfg=cfg)
         torch.testing.assert_close(got.float(), want, rtol=2e-3, atol=2e-3 * float(want.abs().max()))
+        _, pooled = depthwise_conv(x, w, b, None, attrs, "HardSwish", channels_last=layout == "nhwc", cfg=cfg,
+                                   pool=True, store_y=False)
+        torch.testing.assert_close(pooled.float(), want.mean((2, 3), keepdim=True), rtol=2e-3,
+                                   atol=2e-3 * float(want.abs().max()))
 print("OK")
 '''
 
 
 def test_depthwise_on_cuda_at_mobilenet_shapes():
     """The compiled kernel on a GPU (skips without CUDA; a subprocess without TRITON_INTERPRET, which this test
-    session sets): MobileNetV3 / EfficientNet depthwise shapes at batch 32, both layouts, against torch's float32
-    convolution of the same float16 values."""
+    session sets): MobileNetV3 / EfficientNet depthwise shapes at batch 32, both layouts, with and without the
+    pool, against torch's float32 convolution of the same float16 values."""
     import os
     import subprocess
     import sys
