@@ -22,7 +22,7 @@ from ..ir import get_spec
 from .quant_store import coded_output, quant_attrs, store_codes
 from .registry import tactic, triton_device_reason
 from .torch_fused import conv_attrs, epilogue_attrs, epilogue_operands
-from .triton_gemm import ACTIVATIONS, apply_activation
+from .triton_gemm import ACTIVATIONS, residual_activation
 
 BLOCK = 1024
 WARPS = 4
@@ -47,14 +47,10 @@ def _conv_epilogue_kernel(Y, Bias, R, numel, C, HW, alpha, beta, HAS_BIAS: tl.co
         else:
             c = (offs // HW) % C
         v += tl.load(Bias + c, mask=mask, other=0.0).to(tl.float32)
+    r = 0.0
     if HAS_RES:
         r = tl.load(R + offs, mask=mask, other=0.0).to(tl.float32)
-        if RES_FIRST:
-            v += r
-    v = apply_activation(v, ACT, alpha, beta)
-    if HAS_RES:
-        if not RES_FIRST:
-            v += r
+    v = residual_activation(v, r, ACT, alpha, beta, HAS_RES, RES_FIRST)
     if STORE_Y:
         tl.store(Y + offs, v.to(Y.dtype.element_ty), mask=mask)
     if Q_KIND != 0:

@@ -24,7 +24,7 @@ from .quant_store import coded_output, quant_attrs, store_codes
 from .registry import tactic
 from .torch_fused import epilogue_attrs, epilogue_operands
 from .triton_conv_epilogue import _CudnnTritonEpilogue, _is_nhwc, bias_free_conv, conv_bias_act_
-from .triton_gemm import ACTIVATIONS, apply_activation
+from .triton_gemm import ACTIVATIONS, residual_activation
 from .triton_pool import global_avg_pool
 
 TILES = [{"BLOCK_C": 64, "BLOCK_HW": 32, "warps": 4},      # many channels, few positions (late stages)
@@ -55,14 +55,10 @@ def _conv_pool_kernel(Y, Bias, R, P, C, S, s_n, s_c, s_s, alpha, beta, HAS_BIAS:
         v = tl.load(Y + offs, mask=mask, other=0.0).to(tl.float32)
         if HAS_BIAS:
             v += b
+        r = 0.0
         if HAS_RES:
             r = tl.load(R + offs, mask=mask, other=0.0).to(tl.float32)
-            if RES_FIRST:
-                v += r
-        v = apply_activation(v, ACT, alpha, beta)
-        if HAS_RES:
-            if not RES_FIRST:
-                v += r
+        v = residual_activation(v, r, ACT, alpha, beta, HAS_RES, RES_FIRST)
         stored = v.to(Y.dtype.element_ty)
         if STORE_Y:
             tl.store(Y + offs, stored, mask=mask)

@@ -28,7 +28,7 @@ from ..ir.ops.nn_common import per_dim, window_geometry
 from .registry import tactic, triton_device_reason
 from .torch_fused import epilogue_attrs, epilogue_operands
 from .triton_conv_epilogue import _spatial_rank_reason
-from .triton_gemm import ACTIVATIONS, apply_activation, kernel_activation
+from .triton_gemm import ACTIVATIONS, kernel_activation, residual_activation
 
 # channels-last: channels are contiguous, so wide channel tiles make full 128-byte loads; NCHW: positions are.
 # Three configs only: each is one more Triton compile per depthwise shape in a cold build.
@@ -65,15 +65,11 @@ def _depthwise_kernel(X, Wt, Bias, R, Y, C, H, W, OW, P, s_xn, s_xc, s_xh, s_xw,
     if HAS_BIAS:
         acc += tl.load(Bias + c, mask=c_in, other=0.0).to(tl.float32)[None, :]
     mask = p_in[:, None] & c_in[None, :]
+    r = 0.0
     if HAS_RES:
         r_offs = n * s_rn + c[None, :].to(tl.int64) * s_rc + (oh.to(tl.int64) * s_rh + ow.to(tl.int64) * s_rw)[:, None]
         r = tl.load(R + r_offs, mask=mask, other=0.0).to(tl.float32)
-        if RES_FIRST:
-            acc += r
-    acc = apply_activation(acc, ACT, alpha, beta)
-    if HAS_RES:
-        if not RES_FIRST:
-            acc += r
+    acc = residual_activation(acc, r, ACT, alpha, beta, HAS_RES, RES_FIRST)
     stored = acc.to(Y.dtype.element_ty)
     if STORE_Y:
         y_offs = n * s_yn + c[None, :].to(tl.int64) * s_yc + (oh.to(tl.int64) * s_yh + ow.to(tl.int64) * s_yw)[:, None]

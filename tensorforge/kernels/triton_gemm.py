@@ -120,6 +120,20 @@ def apply_activation(y, ACT: tl.constexpr, alpha, beta):
 
 
 @triton.jit
+def residual_activation(v, r, ACT: tl.constexpr, alpha, beta, HAS_RES: tl.constexpr, RES_FIRST: tl.constexpr):
+    """act(v + r) (RES_FIRST) or act(v) + r, on float32 tiles: the epilogue order of MatMulEpilogue / FusedConv;
+    r is not read without HAS_RES. Shared by the GEMM, the conv epilogue, the conv pool and the depthwise kernel."""
+    if HAS_RES:
+        if RES_FIRST:
+            v += r
+    v = apply_activation(v, ACT, alpha, beta)
+    if HAS_RES:
+        if not RES_FIRST:
+            v += r
+    return v
+
+
+@triton.jit
 def grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, G: tl.constexpr):
     """Program `pid` → its (row tile, column tile), G row tiles at a time: the G programs that share a column tile
     run together, so that tile of B is read from L2 rather than HBM (grouped launch order)."""
@@ -140,14 +154,10 @@ def _epilogue_store(acc, rm, rn, M, N, Bias, R, s_rm, s_rn, C, s_cm, s_cn, scale
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     if HAS_BIAS:
         y += tl.load(Bias + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+    res = 0.0
     if HAS_RES:
         res = tl.load(R + rm[:, None].to(tl.int64) * s_rm + rn[None, :] * s_rn, mask=mask, other=0.0).to(tl.float32)
-        if RES_FIRST:
-            y += res
-    y = apply_activation(y, ACT, alpha, beta)
-    if HAS_RES:
-        if not RES_FIRST:
-            y += res
+    y = residual_activation(y, res, ACT, alpha, beta, HAS_RES, RES_FIRST)
     tl.store(C + rm[:, None].to(tl.int64) * s_cm + rn[None, :] * s_cn, y.to(C.dtype.element_ty), mask=mask)
 
 

@@ -68,7 +68,7 @@ def keep_gemm_rows(net, shape_points=None, rejections=None, **_) -> int:
     leading dims and writes the final shape itself; the second reshape goes. Returns the number rewritten."""
     g = Graph(net, shape_points)
     users = net.consumers()
-    producers = {o: la for la in net.layers for o in la.outputs if o}
+    producers = net.producers()
     drop: set[int] = set()
     changed = 0
     for gemm in list(net.layers):
