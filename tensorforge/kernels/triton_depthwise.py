@@ -25,9 +25,9 @@ import triton
 import triton.language as tl
 
 from ..ir.ops.nn_common import per_dim, window_geometry
-from .registry import tactic, triton_device_reason
+from .registry import tactic
 from .torch_fused import epilogue_attrs, epilogue_operands
-from .triton_conv_epilogue import _spatial_rank_reason
+from .triton_conv_epilogue import _CudnnTritonEpilogue
 from .triton_gemm import ACTIVATIONS, kernel_activation, residual_activation
 
 # channels-last: channels are contiguous, so wide channel tiles make full 128-byte loads; NCHW: positions are.
@@ -161,15 +161,9 @@ def depthwise_conv(x, w, bias=None, residual=None, attrs=None, activation="none"
 class _TritonDepthwise:
     @staticmethod
     def supports(layer, device):
-        why = triton_device_reason(device) or _spatial_rank_reason(layer.attrs)
-        if why:
-            return why
         if int(layer.attrs.get("group", 1)) == 1:
             return "group 1: a dense convolution (this kernel is depthwise)"
-        act = layer.attrs.get("activation", "none")
-        if act not in ACTIVATIONS:
-            return f"activation {act!r} has no Triton epilogue"
-        return None
+        return _CudnnTritonEpilogue.supports(layer, device)     # a Triton device, 2-D, an activation it knows
 
     @staticmethod
     def fits(layer, cfg, inputs):
