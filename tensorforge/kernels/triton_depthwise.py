@@ -16,7 +16,10 @@ dilations and auto_pad (nn_common.window_geometry, as the Conv reference).
 FusedConvPool (squeeze-excite's depthwise convolution and its global average pool): the same kernel also writes
 one float32 sum per position block and channel of y as stored, and a second launch adds them up in order; y is
 written only where another layer reads it.
-Entry points: tactics `fusedconv.triton_depthwise`, `conv.triton_depthwise` and `fusedconvpool.triton_depthwise`;
+FusedConvQuantize (INT8/FP8 engines: the float depthwise conv writing the next quantized conv's codes): the codes of
+y as stored from the same epilogue; FusedConvPoolQuantize: the codes of P from the reduction.
+Entry points: tactics `fusedconv.triton_depthwise`, `conv.triton_depthwise`, `fusedconvpool.triton_depthwise` and
+`fusedconv(pool)quantize.triton_depthwise`;
 the launcher `depthwise_conv` (tests run it on CPU tensors under TRITON_INTERPRET=1).
 """
 
@@ -25,6 +28,7 @@ import triton
 import triton.language as tl
 
 from ..ir.ops.nn_common import per_dim, window_geometry
+from .quant_store import coded_output, quant_attrs, store_codes
 from .registry import tactic
 from .torch_fused import epilogue_attrs, epilogue_operands
 from .triton_conv_epilogue import _CudnnTritonEpilogue
@@ -41,10 +45,13 @@ def _depthwise_kernel(X, Wt, Bias, R, Y, C, H, W, OW, P, s_xn, s_xc, s_xh, s_xw,
                       s_rn, s_rc, s_rh, s_rw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, alpha, beta,
                       KH: tl.constexpr, KW: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RES: tl.constexpr,
                       RES_FIRST: tl.constexpr, ACT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
-                      Part=None, STORE_Y: tl.constexpr = True, POOL: tl.constexpr = False):
+                      Part=None, STORE_Y: tl.constexpr = True, POOL: tl.constexpr = False, Q=None, q_scale=1.0,
+                      q_r=1.0, q_zp=0.0, q_lo=0.0, q_hi=0.0, Q_KIND: tl.constexpr = 0):
     """Program (position block, channel block, sample). Wt is the weight as (KH·KW, C): tap-major, so a tap's
     BLOCK_C weights are one contiguous load. POOL: also Part[n, position block, c] = Σ of the tile's stored values
-    over its positions (float32), for _pool_parts_kernel; STORE_Y False: y itself is not written."""
+    over its positions (float32), for _pool_parts_kernel; Q_KIND 1 (int8/uint8) / 2 (float8 E4M3): also
+    Q = QuantizeLinear(y as stored), laid out like y (FusedConvQuantize: the next quantized convolution's Q);
+    STORE_Y False: y itself is not written."""
     n = tl.program_id(2).to(tl.int64)
     p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -71,24 +78,33 @@ def _depthwise_kernel(X, Wt, Bias, R, Y, C, H, W, OW, P, s_xn, s_xc, s_xh, s_xw,
         r = tl.load(R + r_offs, mask=mask, other=0.0).to(tl.float32)
     acc = residual_activation(acc, r, ACT, alpha, beta, HAS_RES, RES_FIRST)
     stored = acc.to(Y.dtype.element_ty)
+    y_offs = n * s_yn + c[None, :].to(tl.int64) * s_yc + (oh.to(tl.int64) * s_yh + ow.to(tl.int64) * s_yw)[:, None]
     if STORE_Y:
-        y_offs = n * s_yn + c[None, :].to(tl.int64) * s_yc + (oh.to(tl.int64) * s_yh + ow.to(tl.int64) * s_yw)[:, None]
         tl.store(Y + y_offs, stored, mask=mask)
+    if Q_KIND != 0:
+        store_codes(Q + y_offs, stored, mask, q_scale, q_r, q_zp, q_lo, q_hi, Q_KIND)
     if POOL:
         part = tl.sum(tl.where(mask, stored.to(tl.float32), 0.0), axis=0)
         tl.store(Part + (n * tl.num_programs(0) + tl.program_id(0)) * C + c, part, mask=c_in)
 
 
 @triton.jit
-def _pool_parts_kernel(Part, Pooled, C, PB, inv_s, BLOCK_C: tl.constexpr):
-    """Pooled[n, c] = (Σ_b Part[n, b, c]) / S, the position blocks summed in order (deterministic)."""
+def _pool_parts_kernel(Part, Pooled, C, PB, inv_s, BLOCK_C: tl.constexpr, Q=None, q_scale=1.0, q_r=1.0, q_zp=0.0,
+                       q_lo=0.0, q_hi=0.0, Q_KIND: tl.constexpr = 0, STORE_P: tl.constexpr = True):
+    """Pooled[n, c] = (Σ_b Part[n, b, c]) / S, the position blocks summed in order (deterministic). Q_KIND 1 / 2:
+    also Q = QuantizeLinear(P as stored) (FusedConvPoolQuantize: squeeze-excite's first 1×1 conv reads P through
+    a Q); STORE_P False: P is rounded for the Q but not written."""
     n = tl.program_id(1).to(tl.int64)
     c = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
     c_in = c < C
     acc = tl.zeros((BLOCK_C,), dtype=tl.float32)
     for b in range(0, PB):
         acc += tl.load(Part + (n * PB + b) * C + c, mask=c_in, other=0.0)
-    tl.store(Pooled + n * C + c, (acc * inv_s).to(Pooled.dtype.element_ty), mask=c_in)
+    mean = (acc * inv_s).to(Pooled.dtype.element_ty)
+    if STORE_P:
+        tl.store(Pooled + n * C + c, mean, mask=c_in)
+    if Q_KIND != 0:
+        store_codes(Q + n * C + c, mean, c_in, q_scale, q_r, q_zp, q_lo, q_hi, Q_KIND)
 
 
 def depthwise_reason(x_shape, w_shape, group) -> str | None:
@@ -108,12 +124,15 @@ def tap_major(w: torch.Tensor) -> torch.Tensor:
 
 
 def depthwise_conv(x, w, bias=None, residual=None, attrs=None, activation="none", alpha=0.0, beta=0.0,
-                   residual_first=0, channels_last=False, cfg=None, wt=None, pool=False, store_y=True):
+                   residual_first=0, channels_last=False, cfg=None, wt=None, pool=False, store_y=True,
+                   quant: dict | None = None):
     """act(conv(x, w, group=C) + bias [+ residual]) [+ residual] through the Triton kernel. attrs: the Conv
     attributes (pads, strides, dilations, auto_pad); wt: tap_major(w) when the caller keeps it (else made here).
     Returns y (N, C, OH, OW), dense in the layout asked (channels_last or NCHW). pool: returns (y or None when not
     store_y, P) with P (N, C, 1, 1) the mean of y as stored (FusedConvPool): the kernel writes one float32 partial
-    sum per position block and channel, and one more launch sums them in order (deterministic)."""
+    sum per position block and channel, and one more launch sums them in order (deterministic). quant ({scale,
+    zero_point, dtype, store_y}): returns (y or None when not quant["store_y"], Q(y)), the codes laid out like y;
+    with pool, the Q is P's: (y or None, P or None when not quant["store_y"], Q(P)) (FusedConvPoolQuantize)."""
     attrs = attrs or {}
     cfg = {**CONFIGS[0], **(cfg or {})}
     activation = kernel_activation(activation, alpha)
@@ -131,7 +150,15 @@ def depthwise_conv(x, w, bias=None, residual=None, attrs=None, activation="none"
     n, c, h, wd = x.shape
     y = torch.empty((n, c, out[0], out[1]), dtype=x.dtype, device=x.device, memory_format=fmt)
     positions = out[0] * out[1]
+    q_args, codes = {}, None
+    if quant is not None and not pool:
+        codes, q_args = coded_output(quant, y.shape, y.device, y.stride())
+        store_y = q_args.pop("STORE_Y")
     if y.numel() == 0 or (pool and positions == 0):
+        if pool and quant is not None:
+            raise ValueError("a quantized pool of an empty feature map (its mean is NaN) runs on the reference")
+        if codes is not None:
+            return (y if store_y else None), codes
         if not pool:
             return y
         pooled = torch.full((n, c, 1, 1), float("nan") if positions == 0 else 0.0, dtype=y.dtype, device=y.device)
@@ -150,12 +177,19 @@ def depthwise_conv(x, w, bias=None, residual=None, attrs=None, activation="none"
                             HAS_BIAS=bias is not None, HAS_RES=residual is not None,
                             RES_FIRST=bool(residual_first), ACT=activation, BLOCK_P=cfg["BLOCK_P"],
                             BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["warps"], Part=part,
-                            STORE_Y=bool(store_y or not pool), POOL=bool(pool))
+                            STORE_Y=bool(store_y or not (pool or quant)), POOL=bool(pool), **q_args)
+    if codes is not None:
+        return (y if store_y else None), codes
     if not pool:
         return y
     pooled = torch.empty((n, c, 1, 1), dtype=y.dtype, device=y.device)
-    _pool_parts_kernel[(triton.cdiv(c, 128), n)](part, pooled, c, grid[0], 1.0 / positions, BLOCK_C=128)
-    return (y if store_y else None), pooled
+    p_args, p_codes = {}, None
+    if quant is not None:
+        p_codes, p_args = coded_output(quant, (n, c, 1, 1), y.device, store_flag="STORE_P")
+    _pool_parts_kernel[(triton.cdiv(c, 128), n)](part, pooled, c, grid[0], 1.0 / positions, BLOCK_C=128, **p_args)
+    if p_codes is None:
+        return (y if store_y else None), pooled
+    return (y if store_y else None), (pooled if quant.get("store_y", True) else None), p_codes
 
 
 class _TritonDepthwise:
@@ -176,7 +210,10 @@ class _TritonDepthwise:
     def build(layer, cfg, device):
         act, alpha, beta, res_first = epilogue_attrs(layer.attrs)
         attrs = dict(layer.attrs)
-        pool = layer.op == "FusedConvPool"
+        pool = layer.op in ("FusedConvPool", "FusedConvPoolQuantize")
+        quant = quant_attrs(layer) if layer.op.endswith("Quantize") else None
+        if layer.op == "FusedConvPoolQuantize":       # the Q reads P: its store_y says whether P is written
+            quant["store_y"] = bool(layer.outputs[1])
         store_y = bool(layer.outputs and layer.outputs[0])
         kept: list = [None, None]            # (weight tensor seen, its tap-major copy)
 
@@ -185,8 +222,8 @@ class _TritonDepthwise:
             if kept[0] is not w:
                 kept[0], kept[1] = w, tap_major(w)
             out = depthwise_conv(x, w, bias, residual, attrs, act, alpha, beta, res_first,
-                                 cfg.get("layout") == "nhwc", cfg, kept[1], pool, store_y)
-            return list(out) if pool else [out]
+                                 cfg.get("layout") == "nhwc", cfg, kept[1], pool, store_y, quant)
+            return list(out) if isinstance(out, tuple) else [out]
         return run
 
 
@@ -207,3 +244,16 @@ class FusedConvPoolDepthwise(_TritonDepthwise):
     """FusedConvPool (Y, mean of Y) with group = C: squeeze-excite's depthwise convolution (every MBConv block of
     EfficientNet-B0, 9 of MobileNetV3-Large's). Against cuDNN + the fused epilogue-pool pass it saves a read and a
     write of y; the pool's partial sums are one float32 per position block and channel."""
+
+
+@tactic("FusedConvQuantize", name="triton_depthwise", configs=CONFIGS, priority=-145)
+class FusedConvQuantizeDepthwise(_TritonDepthwise):
+    """FusedConvQuantize with group = C: under INT8/FP8 a depthwise convolution stays float (calibration keeps it:
+    quantized it would run the exact float fallback) and writes the codes of the next quantized convolution's input
+    from its epilogue (MobileNetV3-Large INT8: 7 of them); y itself only where another layer reads it."""
+
+
+@tactic("FusedConvPoolQuantize", name="triton_depthwise", configs=CONFIGS, priority=-145)
+class FusedConvPoolQuantizeDepthwise(_TritonDepthwise):
+    """FusedConvPool with squeeze-excite's Q of the pooled vector (MobileNetV3-Large INT8: 8 of them): the partial
+    sums' reduction also writes P's codes, and P itself only where another layer reads it."""

@@ -101,12 +101,18 @@ for dt, cfg in (("*fp16", triton_depthwise.CONFIGS[0]), ("*fp32", triton_depthwi
     pool = dt == "*fp16"      # fp16: FusedConvPool's form (partial sums of the pool, y not written)
     compile_(f"depthwise{dt}", triton_depthwise._depthwise_kernel,
              {**ptrs(["X", "Wt", "Bias", "R", "Y"], dt), **{n: "i32" for n in (dw_ints + " dil_h dil_w").split()},
-              "alpha": "fp32", "beta": "fp32", "Part": "*fp32"},
+              "alpha": "fp32", "beta": "fp32", "Part": "*fp32", "Q": dt, **ln_q},
              {"KH": 3 if pool else 5, "KW": 3 if pool else 5, "HAS_BIAS": True, "HAS_RES": pool, "RES_FIRST": False,
               "ACT": "HardSwish", "BLOCK_P": cfg["BLOCK_P"], "BLOCK_C": cfg["BLOCK_C"], "STORE_Y": not pool,
-              "POOL": pool}, warps=cfg["warps"])
-compile_("depthwise_pool_parts", triton_depthwise._pool_parts_kernel,
-         {"Part": "*fp32", "Pooled": "*fp16", "C": "i32", "PB": "i32", "inv_s": "fp32"}, {"BLOCK_C": 128})
+              "POOL": pool, "Q_KIND": 0}, warps=cfg["warps"])
+compile_("depthwise_q", triton_depthwise._depthwise_kernel,            # FusedConvQuantize: codes, y unwritten
+         {**ptrs(["X", "Wt", "Bias", "R", "Y"], "*fp16"), **{n: "i32" for n in (dw_ints + " dil_h dil_w").split()},
+          "alpha": "fp32", "beta": "fp32", "Part": "*fp32", "Q": "*i8", **ln_q},
+         {"KH": 3, "KW": 3, "HAS_BIAS": True, "HAS_RES": False, "RES_FIRST": False, "ACT": "Relu", "BLOCK_P": 32,
+          "BLOCK_C": 64, "STORE_Y": False, "POOL": False, "Q_KIND": 1})
+compile_("depthwise_pool_parts", triton_depthwise._pool_parts_kernel,     # FusedConvPoolQuantize: Q(P), P unwritten
+         {"Part": "*fp32", "Pooled": "*fp16", "C": "i32", "PB": "i32", "inv_s": "fp32", "Q": "*i8", **ln_q},
+         {"BLOCK_C": 128, "Q_KIND": 1, "STORE_P": False})
 
 nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
 for dt, tdt in (("float32", torch.float32), ("float16", torch.float16)):
@@ -151,9 +157,9 @@ def test_every_triton_kernel_compiles_for_sm90():
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
     # … + 2: the add-layernorm kernel without its sum store, per dtype; + 4: with Q(Y) and Y unwritten; + 1: the
-    # attention kernel writing int8 codes; + 3: the depthwise convolution (fp16 3×3 with a residual and the pool's
-    # partial sums, fp32 5×5) and the partial sums' reduction
-    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 3 and all(r["cubin"] > 0 for r in report.values())
+    # attention kernel writing int8 codes; + 4: the depthwise convolution (fp16 3×3 with a residual and the pool's
+    # partial sums, fp32 5×5, fp16 writing int8 codes) and the partial sums' reduction (with P's codes)
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 4 and all(r["cubin"] > 0 for r in report.values())
     assert report["gate_q_int8"]["div_rn"] >= 1 and report["gate_q_int8"]["div_full"] == 0
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]

@@ -135,6 +135,44 @@ def test_fused_conv_pool_depthwise_writes_y_and_its_mean(store_y, layout):
     _check(pooled, want_y.mean(axis=(2, 3), keepdims=True), 2e-3)
 
 
+def _q8(y, scale, zp):
+    """QuantizeLinear to int8 written out: round half to even of float32(y) / scale, + zp, saturated."""
+    return torch.clamp(torch.round(y.float() / torch.tensor(scale, dtype=torch.float32)) + zp, -128, 127).to(torch.int8)
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+def test_quantize_forms_write_the_codes_of_what_they_store(layout):
+    """FusedConvQuantize: Q(y) from the epilogue, equal to QuantizeLinear of the stored y written out, laid out like
+    y; with y absent (only the Q reads it) the same codes and no y. FusedConvPoolQuantize: Q(P) from the pool's
+    reduction, P against onnxruntime's GlobalAveragePool."""
+    from tensorforge.ir import get_spec
+    from tensorforge.kernels.triton_depthwise import FusedConvPoolQuantizeDepthwise, FusedConvQuantizeDepthwise
+    g = torch.Generator().manual_seed(5)
+    x, w, b = torch.randn(2, 12, 9, 10, generator=g).half(), (torch.randn(12, 1, 3, 3, generator=g) * 0.4).half(), \
+        torch.randn(12, generator=g).half()
+    conv = {"group": 12, "pads": [1, 1, 1, 1], "kernel_shape": [3, 3]}
+    cfg = {**CONFIGS[0 if layout == "nhwc" else -1], **SMALL}
+    q = {"q_scale": 0.02, "q_zero_point": -3, "q_dtype": "int8"}
+    want_y = oracle(x, w, b, None, conv, "Relu", 0)
+    codes = {}
+    for store_y in (True, False):
+        attrs = get_spec("FusedConvQuantize").resolve_attrs({**conv, "activation": "Relu", **q})
+        layer = Layer("dw", "FusedConvQuantize", ["x", "w", "b"], ["y" if store_y else "", "yq"], attrs)
+        y, codes[store_y] = FusedConvQuantizeDepthwise.build(layer, cfg, torch.device("cpu"))([x, w, b])
+        assert (y is not None) == store_y and codes[store_y].dtype == torch.int8
+        if store_y:
+            _check(y, want_y, 2e-3)
+            assert torch.equal(codes[True], _q8(y, 0.02, -3)) and codes[True].stride() == y.stride()
+            assert len(set(codes[True].flatten().tolist())) > 20                  # not a constant
+    assert torch.equal(codes[False], codes[True])
+    attrs = get_spec("FusedConvPoolQuantize").resolve_attrs({**conv, "activation": "Relu", **q})
+    layer = Layer("dw", "FusedConvPoolQuantize", ["x", "w", "b"], ["", "p", "pq"], attrs)
+    y, pooled, p_codes = FusedConvPoolQuantizeDepthwise.build(layer, cfg, torch.device("cpu"))([x, w, b])
+    assert y is None
+    _check(pooled, want_y.mean(axis=(2, 3), keepdims=True), 2e-3)
+    assert torch.equal(p_codes, _q8(pooled, 0.02, -3))
+
+
 ON_CUDA = r'''
 import torch
 import torch.nn.functional as F
