@@ -107,6 +107,9 @@ def _pool_parts_kernel(Part, Pooled, C, PB, inv_s, BLOCK_C: tl.constexpr, Q=None
         store_codes(Q + n * C + c, mean, c_in, q_scale, q_r, q_zp, q_lo, q_hi, Q_KIND)
 
 
+MAX_GRID_Z = 65535       # CUDA's limit on the grid's third dimension: the samples
+
+
 def depthwise_reason(x_shape, w_shape, group) -> str | None:
     """Why (x, w, group) is not a depthwise 2-D convolution with channel multiplier 1 (None when it is)."""
     if len(x_shape) != 4 or len(w_shape) != 4:
@@ -115,6 +118,8 @@ def depthwise_reason(x_shape, w_shape, group) -> str | None:
         return f"group {group} for {x_shape[1]} input channels: not depthwise"
     if w_shape[0] != group or w_shape[1] != 1:
         return f"weight {tuple(w_shape)}: a channel multiplier of {w_shape[0] // max(group, 1)} (this kernel: 1)"
+    if x_shape[0] > MAX_GRID_Z:
+        return f"batch {x_shape[0]} > {MAX_GRID_Z} (one grid z-index per sample)"
     return None
 
 

@@ -107,6 +107,7 @@ def test_tactic_runs_fused_conv_layers_and_says_what_it_does_not():
     dense = Layer("c", "FusedConv", ["x", "w"], ["y"], {"group": 1})
     assert "group 1" in FusedConvDepthwise.supports(dense, torch.device("cuda"))
     assert "channel multiplier of 2" in FusedConvDepthwise.fits(layer, CONFIGS[0], [x, torch.randn(16, 1, 3, 3)])
+    assert "batch 70000" in FusedConvDepthwise.fits(layer, CONFIGS[0], [torch.empty(70000, 8, 1, 1), w])
     grouped = Layer("g", "FusedConv", ["x", "w"], ["y"], {"group": 4})
     assert "not depthwise" in FusedConvDepthwise.fits(grouped, CONFIGS[0], [x, torch.randn(8, 2, 3, 3)])
 
