@@ -36,7 +36,8 @@ from .triton_gemm import ACTIVATIONS, kernel_activation, residual_activation
 
 # channels-last: channels are contiguous, so wide channel tiles make full 128-byte loads; NCHW: positions are.
 # Three configs only: each is one more Triton compile per depthwise shape in a cold build.
-CONFIGS = ([{"layout": "nhwc", "BLOCK_P": bp, "BLOCK_C": bc, "warps": 4} for bp, bc in ((32, 64), (16, 128))]
+# BLOCK_C 32 for channel counts that are odd multiples of 32 (ConvNeXt-T's 96: a 64-channel tile masks a quarter)
+CONFIGS = ([{"layout": "nhwc", "BLOCK_P": bp, "BLOCK_C": bc, "warps": 4} for bp, bc in ((32, 64), (64, 32))]
            + [{"layout": "nchw", "BLOCK_P": 64, "BLOCK_C": 16, "warps": 4}])
 
 

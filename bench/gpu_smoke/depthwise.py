@@ -1,0 +1,100 @@
+"""GPU smoke (issue 15.1): the depthwise convolution + epilogue kernel (kernels/triton_depthwise.py) against what the
+engine ran before it, at the zoo's depthwise shapes, float16.
+
+ConvNeXt-T's 18 7×7 depthwise convolutions took 703.7 µs of its 2116 µs of kernels at batch 32 on the H200
+(cuDNN's conv2d_c1_k1_nhwc_specialized; torch.compile runs the same kernel); their traffic is ~272 MB, ~68 µs at
+4 TB/s, and their 6.7 GFLOP of fp32 FMAs ~100 µs: cuDNN is far from either bound. MobileNetV3 and EfficientNet's
+3×3 / 5×5 ones run as cuDNN + the Triton epilogue pass.
+
+Per shape: cuDNN's convolution alone (channels-last, no bias: the floor of the old path), cuDNN + the Triton epilogue
+(the old tactic, `cudnn_triton_epilogue`), and every config of `triton_depthwise`, CUDA-graph replays back to back
+(bench/measure.cuda_times), median µs; each output checked against torch's float32 convolution of the same values.
+
+    PYTHONPATH=. python3 bench/gpu_smoke/depthwise.py [--budget-s 60]
+"""
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))     # bench/
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from measure import cuda_times  # noqa: E402
+from tensorforge.kernels.triton_conv_epilogue import conv_bias_act_  # noqa: E402
+from tensorforge.kernels.triton_depthwise import CONFIGS, depthwise_conv, tap_major  # noqa: E402
+
+# (name, N, C, H, k, stride, activation): ConvNeXt-T's four stages (7×7, bias moved into the LayerNorm: none here),
+# MobileNetV3-Large's and EfficientNet-B0's larger 3×3 / 5×5 ones
+SHAPES = [("convnext s1", 32, 96, 56, 7, 1, "none"), ("convnext s2", 32, 192, 28, 7, 1, "none"),
+          ("convnext s3", 32, 384, 14, 7, 1, "none"), ("convnext s4", 32, 768, 7, 7, 1, "none"),
+          ("mobilenet 72@56 s2", 32, 72, 56, 5, 2, "Relu"), ("mobilenet 240@28", 32, 240, 28, 3, 1, "HardSwish"),
+          ("mobilenet 672@14 s2", 32, 672, 14, 5, 2, "HardSwish"), ("effnet 96@112 s2", 32, 96, 112, 3, 2, "Silu"),
+          ("convnext s1 b1", 1, 96, 56, 7, 1, "none"), ("mobilenet 240@28 b1", 1, 240, 28, 3, 1, "HardSwish")]
+
+
+def graphed(fn):
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g.replay
+
+
+def median_us(fn) -> float:
+    t = sorted(cuda_times(graphed(fn)))
+    return 1e3 * t[len(t) // 2]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--budget-s", type=float, default=60.0)
+    args = p.parse_args()
+    t0 = time.perf_counter()
+    dev = torch.device("cuda")
+    print(f"device {torch.cuda.get_device_name()} torch {torch.__version__}")
+    fails = 0
+    totals = {"cudnn+epilogue": 0.0, "triton best": 0.0}
+    for name, n, c, h, k, s, act in SHAPES:
+        if time.perf_counter() - t0 > args.budget_s:
+            print(f"{name}: no time left")
+            continue
+        x = torch.randn(n, c, h, h, device=dev).half().contiguous(memory_format=torch.channels_last)
+        w = (torch.randn(c, 1, k, k, device=dev) * 0.2).half()
+        b = None if act == "none" else torch.randn(c, device=dev).half()
+        wl = w.contiguous(memory_format=torch.channels_last)
+        attrs = {"group": c, "pads": [k // 2] * 4, "strides": [s, s], "kernel_shape": [k, k]}
+        ref = F.conv2d(x.float(), w.float(), None if b is None else b.float(), s, k // 2, 1, c)
+        ref = {"none": ref, "Relu": F.relu(ref), "HardSwish": F.hardswish(ref), "Silu": F.silu(ref)}[act]
+        scale = float(ref.abs().max())
+        cudnn = median_us(lambda: F.conv2d(x, wl, None, s, k // 2, 1, c))
+        old = median_us(lambda: conv_bias_act_(F.conv2d(x, wl, None, s, k // 2, 1, c), b, None, act))
+        wt = tap_major(w)
+        rows = []
+        for cfg in CONFIGS:
+            out = depthwise_conv(x, w, b, None, attrs, act, channels_last=cfg["layout"] == "nhwc", cfg=cfg, wt=wt)
+            err = float((out.float() - ref).abs().max()) / scale
+            ok = err <= 4e-3
+            fails += not ok
+            us = median_us(lambda: depthwise_conv(x, w, b, None, attrs, act, channels_last=cfg["layout"] == "nhwc",
+                                                  cfg=cfg, wt=wt))
+            rows.append((us, cfg, err, ok))
+        rows.sort(key=lambda r: r[0])
+        totals["cudnn+epilogue"] += old if b is not None else cudnn
+        totals["triton best"] += rows[0][0]
+        text = ", ".join(f"{us:.1f} {c_['layout']} {c_['BLOCK_P']}x{c_['BLOCK_C']}{'' if ok else f' FAIL err {e:.1e}'}"
+                         for us, c_, e, ok in rows)
+        base = old if b is not None else cudnn
+        print(f"{name} (N{n} C{c} {h}x{h} k{k} s{s} {act}): cuDNN {cudnn:.1f} µs, cuDNN + epilogue {old:.1f} | "
+              f"triton {text} | best ÷ old path {rows[0][0] / base:.2f}")
+    print(f"sum over the shapes: old path {totals['cudnn+epilogue']:.1f} µs, triton best {totals['triton best']:.1f}"
+          f" µs; {fails} FAIL; {time.perf_counter() - t0:.1f} s")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
