@@ -27,6 +27,7 @@ from .rules.qdq_dual import fuse_output_quantize
 from .rules.qdq_hoist import hoist_quantize
 from .rules.qdq_producer import fuse_conv_quantize, fuse_producer_quantize
 from .rules.qgemm_rows import keep_gemm_rows
+from .rules.transpose_epilogue import fuse_transposed_epilogue
 from .rules import qdq_epilogue
 from .view_chains import collapse_view_chains
 from .rules.base import rule_pass
@@ -51,6 +52,7 @@ PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("fuse-attention", 3, rule_pass(*attention.RULES)),
     ("gemm-through-reshape", 3, rule_pass(*gemm_reshape.RULES)),
     ("fuse-epilogue", 3, rule_pass(*epilogue.RULES)),
+    ("transposed-epilogue", 3, fuse_transposed_epilogue),   # ConvNeXt: layer scale + residual behind a Transpose
     ("point-conv-as-gemm", 3, rule_pass(*conv_as_gemm.RULES)),
     ("horizontal-gemm", 3, fuse_horizontal_gemms),
     ("view-chains", 3, collapse_view_chains),
