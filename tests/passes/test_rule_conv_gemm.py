@@ -180,3 +180,43 @@ def test_point_convolution_on_a_real_image_stays():
     x = np.random.default_rng(1).standard_normal((1, 4, 3, 3)).astype(np.float32)
     engine, text = check_fused(data, feeds_for(data, x))
     assert "FusedConv" in ops(engine) and "the input or output image is not 1×1" in text
+
+
+class PatchEmbed(nn.Module):
+    """ViT's / ConvNeXt's patch embedding: Conv(kernel = stride) → [ReLU] → flatten(2) → transpose(1, 2)."""
+
+    def __init__(self, cin=3, cout=12, k=4, stride=None, act=False):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, stride=stride or k)
+        self.act = act
+
+    def forward(self, x):
+        y = self.conv(x)
+        return (torch.relu(y) if self.act else y).flatten(2).transpose(1, 2)
+
+
+def _patch(shape=(2, 3, 8, 12), **kw):
+    torch.manual_seed(1)
+    x = torch.randn(*shape)
+    model = export_quiet(PatchEmbed(cin=shape[1], **kw).eval(), (x,), opset=17, dynamo=False)
+    return check_fused(model, feeds_for(model, x.numpy()))
+
+
+@pytest.mark.parametrize("act", [False, True])
+def test_patch_embedding_on_three_channels_is_a_gemm(act):
+    """Conv 4×4 / 4 over an RGB 8×12 image (2 × 3 patches of 48 values): the conv goes, one MatMulEpilogue on the
+    patch rows takes the bias (and the ReLU), and the transposes around it are views of its rows."""
+    engine, _ = _patch(act=act)
+    names = ops(engine)
+    assert "Conv" not in names and "FusedConv" not in names and names.count("MatMulEpilogue") == 1, names
+    gemm = next(la for la in engine.data.layers if la.op == "MatMulEpilogue")
+    assert engine.data.constants[gemm.inputs[1]].shape == (12, 48) and len(gemm.inputs) == 3
+    assert gemm.attrs["activation"] == ("Relu" if act else "none")
+
+
+@pytest.mark.parametrize("kw,why", [({"shape": (2, 8, 8, 12)}, "a multiple of 8"),
+                                   ({"stride": 2}, "windows overlap or skip"),
+                                   ({"shape": (2, 3, 9, 12)}, "not a whole number of 4×4 patches")])
+def test_patch_convolutions_that_stay_convolutions(kw, why):
+    engine, log = _patch(**kw)
+    assert any(op in ops(engine) for op in ("Conv", "FusedConv")) and why in log
