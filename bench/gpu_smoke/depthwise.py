@@ -6,6 +6,9 @@ ConvNeXt-T's 18 7×7 depthwise convolutions took 703.7 µs of its 2116 µs of ke
 4 TB/s, and their 6.7 GFLOP of fp32 FMAs ~100 µs: cuDNN is far from either bound. MobileNetV3 and EfficientNet's
 3×3 / 5×5 ones run as cuDNN + the Triton epilogue pass.
 
+Also the 1×1 convolutions as one GEMM on channels-last rows (kernels/triton_conv1x1.py) against cuDNN + the Triton
+epilogue, at MobileNetV3 / EfficientNet shapes.
+
 Per shape: cuDNN's convolution alone (channels-last, no bias: the floor of the old path), cuDNN + the Triton epilogue
 (the old tactic, `cudnn_triton_epilogue`), and every config of `triton_depthwise`, CUDA-graph replays back to back
 (bench/measure.cuda_times), median µs; each output checked against torch's float32 convolution of the same values.
@@ -93,7 +96,45 @@ def main() -> int:
               f"triton {text} | best ÷ old path {rows[0][0] / base:.2f}")
     print(f"sum over the shapes: old path {totals['cudnn+epilogue']:.1f} µs, triton best {totals['triton best']:.1f}"
           f" µs; {fails} FAIL; {time.perf_counter() - t0:.1f} s")
+    fails += pointwise_convs(t0, args.budget_s)
     return 1 if fails else 0
+
+
+# 1×1 convolutions (kernels/triton_conv1x1.py): (name, N, C_in, C_out, H, activation, residual)
+POINTWISE = [("mobilenet 72→24@28 b1", 1, 72, 24, 28, "none", False),
+             ("mobilenet 240→80@14 b32", 32, 240, 80, 14, "none", False),
+             ("mobilenet 80→200@14 b1", 1, 80, 200, 14, "HardSwish", False),
+             ("mobilenet 672→160@7 b32", 32, 672, 160, 7, "none", True),
+             ("effnet 96→24@56 b32", 32, 96, 24, 56, "none", False),
+             ("effnet 24→144@56 b32", 32, 24, 144, 56, "Silu", False)]
+
+
+def pointwise_convs(t0: float, budget_s: float) -> int:
+    """cuDNN + the Triton epilogue (the old tactic) against the 1×1 GEMM's configs, channels-last float16."""
+    from tensorforge.kernels.triton_conv1x1 import CONFIGS as C1, conv1x1_gemm
+    dev, fails = torch.device("cuda"), 0
+    for name, n, c, o, h, act, res in POINTWISE:
+        if time.perf_counter() - t0 > budget_s:
+            print(f"{name}: no time left")
+            continue
+        x = torch.randn(n, c, h, h, device=dev).half().contiguous(memory_format=torch.channels_last)
+        w = (torch.randn(o, c, 1, 1, device=dev) * 0.1).half()
+        b, wl = torch.randn(o, device=dev).half(), w.contiguous(memory_format=torch.channels_last)
+        r = torch.randn(n, o, h, h, device=dev).half().contiguous(memory_format=torch.channels_last) if res else None
+        ref = F.conv2d(x.float(), w.float(), b.float())
+        ref = {"none": ref, "HardSwish": F.hardswish(ref), "Silu": F.silu(ref)}[act] + (0 if r is None else r.float())
+        old = median_us(lambda: conv_bias_act_(F.conv2d(x, wl, None), b, r, act))
+        rows = []
+        for cfg in C1:
+            got = conv1x1_gemm(x, w, b, r, act, cfg=cfg)
+            err = float((got.float() - ref).abs().max()) / float(ref.abs().max())
+            fails += err > 4e-3
+            rows.append((median_us(lambda: conv1x1_gemm(x, w, b, r, act, cfg=cfg)), cfg, err))
+        rows.sort(key=lambda t: t[0])
+        text = ", ".join(f"{us:.1f} {c_['BM']}x{c_['BN']}x{c_['BK']}{' TMA' if c_.get('TMA') else ''}"
+                         f"{'' if e <= 4e-3 else f' FAIL err {e:.1e}'}" for us, c_, e in rows)
+        print(f"1x1 {name}: cuDNN + epilogue {old:.1f} µs | triton GEMM {text} | best ÷ old {rows[0][0] / old:.2f}")
+    return fails
 
 
 if __name__ == "__main__":
