@@ -76,7 +76,7 @@ def test_tactic_reasons():
     assert "strided, padded or dilated" in FusedConv1x1.supports(strided, torch.device("cuda"))
     grouped = Layer("c", "FusedConv", ["x", "w"], ["y"], {"group": 2})
     assert "not a dense convolution" in FusedConv1x1.supports(grouped, torch.device("cuda"))
-    assert "at most 64 rows" in FusedConv1x1.fits(layer, CONFIGS[3], [torch.randn(1, 16, 9, 9).half(), w])
+    assert "at most 64 rows" in FusedConv1x1.fits(layer, CONFIGS[2], [torch.randn(1, 16, 9, 9).half(), w])
 
 
 ON_CUDA = r'''
