@@ -24,7 +24,8 @@ from .triton_gemm import CONFIGS as GEMM_CONFIGS, TMA_CONFIGS, TritonGemmEpilogu
 
 # two mid-size pointer tiles, the skinny one (batch-1 late stages: 49 rows) and a Hopper TMA tile: MobileNetV3 /
 # EfficientNet's 1×1 products are narrow (N 16–960); four configs, each one more compile per variant in a cold build
-CONFIGS = [GEMM_CONFIGS[1], GEMM_CONFIGS[3], GEMM_CONFIGS[6], TMA_CONFIGS[2]]
+# ("layout": "nhwc": the output is channels-last, which network-context timing groups with the NHWC conv tactics)
+CONFIGS = [{"layout": "nhwc", **c} for c in (GEMM_CONFIGS[1], GEMM_CONFIGS[3], GEMM_CONFIGS[6], TMA_CONFIGS[2])]
 
 
 def pointwise_reason(layer, w_shape=None) -> str | None:
