@@ -4,11 +4,10 @@ the same values: NCHW and channels-last inputs, the pointer and the tensor-descr
 Also: the tactic's reasons for the convolutions it does not run."""
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
-from onnx import TensorProto, helper
 
+from epilogue_oracle import conv_epilogue_oracle
 from tensorforge.ir import Layer
 from tensorforge.kernels.triton_conv1x1 import CONFIGS, FusedConv1x1, conv1x1_gemm
 
@@ -17,27 +16,7 @@ TMA = {**POINTER, "TMA": 1}
 
 
 def oracle(x, w, bias, residual, act, residual_first):
-    f32 = lambda t: t.detach().to(torch.float32).numpy()
-    feeds = {"X": f32(x), "W": f32(w), "B": f32(bias)}
-    nodes, y = [helper.make_node("Conv", ["X", "W", "B"], ["y0"])], "y0"
-    if residual is not None:
-        feeds["R"] = f32(residual)
-    if residual is not None and residual_first:
-        nodes.append(helper.make_node("Add", [y, "R"], ["y1"]))
-        y = "y1"
-    if act != "none":
-        nodes.append(helper.make_node(act, [y], ["y2"]))
-        y = "y2"
-    if residual is not None and not residual_first:
-        nodes.append(helper.make_node("Add", [y, "R"], ["y3"]))
-        y = "y3"
-    nodes.append(helper.make_node("Identity", [y], ["Y"]))
-    ins = [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in feeds.items()]
-    model = helper.make_model(helper.make_graph(nodes, "c1", ins, [helper.make_tensor_value_info("Y", TensorProto.FLOAT,
-                                                                                                  None)]),
-                              opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(["Y"], feeds)[0]
+    return conv_epilogue_oracle(x, w, bias, residual, None, act, residual_first)
 
 
 @pytest.mark.parametrize("cfg", [POINTER, TMA], ids=["pointer", "tma"])

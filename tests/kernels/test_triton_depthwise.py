@@ -4,12 +4,10 @@ in float32 on the same values: stride 1 and 2, 3×3 and 5×5, dilation, asymmetr
 layouts, partial position and channel tiles. Also: the tactic's reasons for what it does not run."""
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 import pytest
 import torch
-from onnx import TensorProto, helper
 
+from epilogue_oracle import conv_epilogue_oracle
 from tensorforge.ir import Layer
 from tensorforge.kernels.triton_depthwise import CONFIGS, FusedConvDepthwise, depthwise_conv
 
@@ -17,36 +15,7 @@ SMALL = {"BLOCK_P": 16, "BLOCK_C": 8, "warps": 1}
 
 
 def oracle(x, w, bias, residual, attrs, act, residual_first):
-    f32 = lambda t: t.detach().to(torch.float32).numpy()
-    feeds = {"X": f32(x), "W": f32(w)}
-    ins = ["X", "W"]
-    if bias is not None:
-        feeds["B"] = f32(bias)
-        ins.append("B")
-    conv_attrs = {k: v for k, v in attrs.items() if v is not None}
-    nodes = [helper.make_node("Conv", ins, ["y0"], **conv_attrs)]
-    y = "y0"
-    if residual is not None:
-        feeds["R"] = f32(residual)
-        if residual_first:
-            nodes.append(helper.make_node("Add", [y, "R"], ["y1"]))
-            y = "y1"
-    if act == "HardSwish":
-        nodes.append(helper.make_node("HardSwish", [y], ["y2"]))
-        y = "y2"
-    elif act == "Relu":
-        nodes.append(helper.make_node("Relu", [y], ["y2"]))
-        y = "y2"
-    if residual is not None and not residual_first:
-        nodes.append(helper.make_node("Add", [y, "R"], ["y3"]))
-        y = "y3"
-    nodes.append(helper.make_node("Identity", [y], ["Y"]))
-    inputs = [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in feeds.items()]
-    graph = helper.make_graph(nodes, "dw", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(["Y"], feeds)[0].astype(np.float64)
+    return conv_epilogue_oracle(x, w, bias, residual, attrs, act, residual_first)
 
 
 def _check(got, want, rtol):

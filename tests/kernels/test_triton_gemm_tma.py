@@ -13,6 +13,7 @@ import pytest
 import torch
 from onnx import TensorProto, helper
 
+from epilogue_oracle import epilogue_nodes
 from tensorforge.ir import Layer
 from tensorforge.kernels import triton_gemm
 from tensorforge.kernels.triton_gemm import TMA_CONFIGS, TritonGemmEpilogue, gemm_epilogue
@@ -43,17 +44,8 @@ def oracle(a, w, bias=None, residual=None, trans_b=0, scale=1.0, act="none", res
         y = "y2"
     if residual is not None:
         feeds["R"] = f32(residual)
-    if residual is not None and residual_first:
-        nodes.append(helper.make_node("Add", [y, "R"], ["y3"]))
-        y = "y3"
-    if act != "none":
-        kw = {"approximate": "tanh"} if act == "GeluTanh" else {}
-        nodes.append(helper.make_node("Gelu" if act.startswith("Gelu") else act, [y], ["y4"], **kw))
-        y = "y4"
-    if residual is not None and not residual_first:
-        nodes.append(helper.make_node("Add", [y, "R"], ["y5"]))
-        y = "y5"
-    nodes.append(helper.make_node("Identity", [y], ["Y"]))
+    kw = {"approximate": "tanh"} if act == "GeluTanh" else {}
+    nodes += epilogue_nodes(y, "Gelu" if act.startswith("Gelu") else act, residual is not None, residual_first, **kw)
     out_shape = [*feeds["A"].shape[:-1], w.shape[0] if trans_b else w.shape[1]]
     for name, arr in feeds.items():
         inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(arr.shape)))

@@ -1,0 +1,42 @@
+"""onnxruntime as the oracle of the fused kernels' epilogues: a product (Conv here; MatMul in test_triton_gemm_tma.py)
+→ [Add residual] → activation → [Add residual] in float32 on the given tensors' values, the unfused ONNX graph in
+the epilogue order of ir/ops/fused.py (`epilogue_nodes` writes that chain)."""
+
+import numpy as np
+import onnxruntime as ort
+import torch
+from onnx import TensorProto, helper
+
+
+def epilogue_nodes(y: str, act: str, residual: bool, residual_first: int, **act_attrs) -> list:
+    """The nodes y → [Add(·, R)] → act → [Add(·, R)] → Identity → "Y" (act "none": no activation node)."""
+    nodes = []
+    if residual and residual_first:
+        nodes.append(helper.make_node("Add", [y, "R"], ["e_res_first"]))
+        y = "e_res_first"
+    if act != "none":
+        nodes.append(helper.make_node(act, [y], ["e_act"], **act_attrs))
+        y = "e_act"
+    if residual and not residual_first:
+        nodes.append(helper.make_node("Add", [y, "R"], ["e_res"]))
+        y = "e_res"
+    return nodes + [helper.make_node("Identity", [y], ["Y"])]
+
+
+def conv_epilogue_oracle(x, w, bias=None, residual=None, conv_attrs=None, act="none", residual_first=0) -> np.ndarray:
+    f32 = lambda t: t.detach().to(torch.float32).numpy()
+    feeds, ins = {"X": f32(x), "W": f32(w)}, ["X", "W"]
+    if bias is not None:
+        feeds["B"] = f32(bias)
+        ins.append("B")
+    nodes = [helper.make_node("Conv", ins, ["y0"], **{k: v for k, v in (conv_attrs or {}).items() if v is not None})]
+    if residual is not None:
+        feeds["R"] = f32(residual)
+    nodes += epilogue_nodes("y0", act, residual is not None, residual_first)
+    inputs = [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in feeds.items()]
+    graph = helper.make_graph(nodes, "conv_epilogue", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT,
+                                                                                             None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(["Y"], feeds)[0].astype(np.float64)
