@@ -48,19 +48,18 @@ def _channel_scale(g: Graph, mul: Layer, t_out: str, axis: int, rank: int) -> tu
 
 
 def _reason(g, users, gemm):
-    """(why not, (transpose, mul, add, scale)) for one MatMulEpilogue."""
+    """(why not, (transpose, mul, add, scale (C,), residual, perm)) for one MatMulEpilogue; (None, None) where the
+    GEMM is not followed by Transpose → Mul → Add at all (nothing worth a line)."""
+    t = _only_reader(users, g, gemm.outputs[0], "Transpose")
+    mul = _only_reader(users, g, t.outputs[0], "Mul") if t is not None else None
+    add = _only_reader(users, g, mul.outputs[0], "Add") if mul is not None else None
+    if add is None:
+        return None, None
     a = gemm.attrs
     if a.get("activation", "none") != "none" or (len(gemm.inputs) > 3 and gemm.inputs[3]):
         return "the GEMM has an activation or a residual of its own", None
     if float(a.get("scale", 1.0)) != 1.0:
         return "the GEMM has a scale", None
-    t = _only_reader(users, g, gemm.outputs[0], "Transpose")
-    if t is None:
-        return None, None                                       # not this pattern: nothing worth a line
-    mul = _only_reader(users, g, t.outputs[0], "Mul")
-    add = _only_reader(users, g, mul.outputs[0], "Add") if mul is not None else None
-    if mul is None or add is None:
-        return None, None
     rank = g.rank(t.outputs[0])
     perm = list(t.attrs.get("perm") or range(rank - 1, -1, -1)) if rank else []
     if not rank or len(perm) != rank:
