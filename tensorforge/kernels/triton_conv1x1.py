@@ -7,8 +7,8 @@ In channels-last memory the (N, C, H, W) activation is the row-major (N·H·W, C
 MatMulEpilogue GEMM of triton_gemm.py on a view: bias, activation and residual in the accumulator's epilogue, one
 launch, y written once. The cuDNN tactics run it as cuDNN's convolution without bias and then the Triton epilogue
 pass (conv_epilogue: y written, read and written again), or cuDNN's fused conv + bias + ReLU where the activation is
-ReLU. MobileNetV3-Large at batch 1 launched 36 epilogue kernels (48.8 µs of its 283.9 µs of kernels on the H200),
-most of them behind 1×1 convolutions with HardSwish or no activation. The output is y's rows seen as (N, O, H, W):
+ReLU. MobileNetV3-Large at batch 1 launched 36 epilogue kernels after cuDNN's convolutions (48.8 µs of its
+283.9 µs of kernels on the H200; the profile does not say how many follow 1×1 ones). The output is y's rows seen as (N, O, H, W):
 channels-last, as the NHWC conv tactics leave it. An input in NCHW memory is made channels-last first (one copy,
 which timing counts). Configs: the GEMM's tile configs (triton_gemm.CONFIGS and TMA_CONFIGS), judged by its fits().
 Entry points: tactics `fusedconv.triton_conv1x1`, `conv.triton_conv1x1`; the launcher `conv1x1_gemm`.
