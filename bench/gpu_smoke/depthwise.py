@@ -27,6 +27,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from measure import cuda_times  # noqa: E402
+from peers import capture  # noqa: E402   (the bench's CUDA-graph capture: warm-up and capture on a side stream)
 from tensorforge.kernels.triton_conv_epilogue import conv_bias_act_  # noqa: E402
 from tensorforge.kernels.triton_depthwise import CONFIGS, depthwise_conv, tap_major  # noqa: E402
 
@@ -39,17 +40,8 @@ SHAPES = [("convnext s1", 32, 96, 56, 7, 1, "none"), ("convnext s2", 32, 192, 28
           ("convnext s1 b1", 1, 96, 56, 7, 1, "none"), ("mobilenet 240@28 b1", 1, 240, 28, 3, 1, "HardSwish")]
 
 
-def graphed(fn):
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g.replay
-
-
 def median_us(fn) -> float:
-    t = sorted(cuda_times(graphed(fn)))
+    t = sorted(cuda_times(capture(fn)))
     return 1e3 * t[len(t) // 2]
 
 

@@ -22,7 +22,7 @@ from ..ir import get_spec
 from .quant_store import coded_output, quant_attrs, store_codes
 from .registry import tactic, triton_device_reason
 from .torch_fused import conv_attrs, epilogue_attrs, epilogue_operands
-from .triton_gemm import ACTIVATIONS, residual_activation
+from .triton_gemm import ACTIVATIONS, kernel_activation, residual_activation
 
 BLOCK = 1024
 WARPS = 4
@@ -73,8 +73,7 @@ def conv_bias_act_(y, bias=None, residual=None, activation="none", alpha=0.0, be
     layout from y's strides. bias: C values (or None), any float dtype. residual: y's shape, made dense in y's
     layout first (a no-op when it already is). Math in float32, one rounding to y's dtype.
     """
-    if activation == "Gelu" and float(alpha) == 1.0:
-        activation = "GeluTanh"                  # the tanh form (ir.ops.fused.apply_activation: alpha = 1)
+    activation = kernel_activation(activation, alpha)        # Gelu with alpha = 1 is the tanh form
     if activation not in ACTIVATIONS:
         raise ValueError(f"unknown epilogue activation {activation!r}; the Triton epilogue knows {ACTIVATIONS}")
     if channels_last is None:

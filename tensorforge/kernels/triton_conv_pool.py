@@ -24,7 +24,7 @@ from .quant_store import coded_output, quant_attrs, store_codes
 from .registry import tactic
 from .torch_fused import epilogue_attrs, epilogue_operands
 from .triton_conv_epilogue import _CudnnTritonEpilogue, _is_nhwc, bias_free_conv, conv_bias_act_
-from .triton_gemm import ACTIVATIONS, residual_activation
+from .triton_gemm import ACTIVATIONS, kernel_activation, residual_activation
 from .triton_pool import global_avg_pool
 
 TILES = [{"BLOCK_C": 64, "BLOCK_HW": 32, "warps": 4},      # many channels, few positions (late stages)
@@ -77,8 +77,7 @@ def conv_bias_act_pool_(y, bias=None, residual=None, activation="none", alpha=0.
     None), P = mean of Y over the spatial positions, shape (N, C, 1, 1), y's dtype. With `quant` ({scale,
     zero_point, dtype, store_y}: store_y says whether P is written): (Y, P or None, Q(P))."""
     cfg = {**TILES[0], **(cfg or {})}
-    if activation == "Gelu" and float(alpha) == 1.0:
-        activation = "GeluTanh"
+    activation = kernel_activation(activation, alpha)        # Gelu with alpha = 1 is the tanh form
     if activation not in ACTIVATIONS:
         raise ValueError(f"unknown epilogue activation {activation!r}; the Triton epilogue knows {ACTIVATIONS}")
     if y.dim() != 4:

@@ -22,6 +22,22 @@ from ..pattern import Op, Var
 from .base import Rule
 
 
+def _const(net, conv, suffix: str, value) -> str:
+    """A new constant named after the convolution."""
+    return net.add_constant(net.unique_name(f"{conv.name}/{suffix}"), torch.as_tensor(value))
+
+
+def _gemm_operands(net, conv, rows: str, w_matrix: torch.Tensor, w_suffix: str) -> tuple[list[str], dict]:
+    """MatMulEpilogue's inputs (rows, W (O, K) as a new constant, the conv's bias if any) and attributes (trans_b,
+    and a FusedConv's activation) for a convolution run as the GEMM rows · Wᵀ."""
+    w2 = _const(net, conv, w_suffix, w_matrix.contiguous().clone())
+    inputs = [rows, w2] + ([conv.inputs[2]] if len(conv.inputs) > 2 and conv.inputs[2] else [])
+    attrs = {"trans_b": 1, "scale": 1.0, "activation": "none", "alpha": 0.0, "beta": 0.0, "residual_first": 0}
+    if conv.op == "FusedConv":
+        attrs.update({k: conv.attrs[k] for k in ("activation", "alpha", "beta") if k in conv.attrs})
+    return inputs, attrs
+
+
 class PointConvAsGemm(Rule):
     """FusedConv/Conv(x (N, C, 1, 1), W (O, C, 1, 1), b) with group 1, no padding
         ⇒  Reshape(x, (−1, C)) → MatMulEpilogue(·, W (O, C), b, trans_b=1, act) → Reshape(·, (−1, O, 1, 1))"""
@@ -58,18 +74,12 @@ class PointConvAsGemm(Rule):
         weight = m["weight"]
         out_c, in_c = weight.shape[0], weight.shape[1]
 
-        def const(suffix, value):
-            return net.add_constant(net.unique_name(f"{conv.name}/{suffix}"), value)
         rows, product = self.fresh_tensor(g, f"{conv.name}/rows"), self.fresh_tensor(g, f"{conv.name}/fc")
-        w2 = const("fc_weight", weight.reshape(out_c, in_c).contiguous().clone())
-        inputs = [rows, w2] + ([conv.inputs[2]] if len(conv.inputs) > 2 and conv.inputs[2] else [])
-        attrs = {"trans_b": 1, "scale": 1.0, "activation": "none", "alpha": 0.0, "beta": 0.0, "residual_first": 0}
-        if conv.op == "FusedConv":
-            attrs.update({k: conv.attrs[k] for k in ("activation", "alpha", "beta") if k in conv.attrs})
-        return [self.new_layer(g, m, "Reshape", [conv.inputs[0], const("rows_shape", torch.tensor([-1, in_c]))],
+        inputs, attrs = _gemm_operands(net, conv, rows, weight.reshape(out_c, in_c), "fc_weight")
+        return [self.new_layer(g, m, "Reshape", [conv.inputs[0], _const(net, conv, "rows_shape", [-1, in_c])],
                                [rows], {"allowzero": 0}, suffix="/rows"),
                 self.new_layer(g, m, "MatMulEpilogue", inputs, [product], attrs, suffix="/fc"),
-                self.new_layer(g, m, "Reshape", [product, const("image_shape", torch.tensor([-1, out_c, 1, 1]))],
+                self.new_layer(g, m, "Reshape", [product, _const(net, conv, "image_shape", [-1, out_c, 1, 1])],
                                attrs={"allowzero": 0}, suffix="/image")]
 
 
@@ -120,21 +130,15 @@ class PatchConvAsGemm(Rule):
         weight, (oh, ow) = m["weight"], m["grid"]
         out_c, in_c, kh, kw = (int(s) for s in weight.shape)
 
-        def const(suffix, value):
-            return net.add_constant(net.unique_name(f"{conv.name}/{suffix}"), torch.tensor(value))
         split, patches, rows, product = (self.fresh_tensor(g, f"{conv.name}/{s}")
                                          for s in ("split", "patches", "rows", "product"))
-        w2 = net.add_constant(net.unique_name(f"{conv.name}/patch_weight"),
-                              weight.reshape(out_c, in_c * kh * kw).contiguous().clone())
-        inputs = [rows, w2] + ([conv.inputs[2]] if len(conv.inputs) > 2 and conv.inputs[2] else [])
-        attrs = {"trans_b": 1, "scale": 1.0, "activation": "none", "alpha": 0.0, "beta": 0.0, "residual_first": 0}
-        if conv.op == "FusedConv":
-            attrs.update({k: conv.attrs[k] for k in ("activation", "alpha", "beta") if k in conv.attrs})
-        return [self.new_layer(g, m, "Reshape", [conv.inputs[0], const("split_shape", [0, in_c, oh, kh, ow, kw])],
-                               [split], {"allowzero": 0}, suffix="/split"),
+        inputs, attrs = _gemm_operands(net, conv, rows, weight.reshape(out_c, in_c * kh * kw), "patch_weight")
+        split_shape = _const(net, conv, "split_shape", [0, in_c, oh, kh, ow, kw])
+        rows_shape = _const(net, conv, "rows_shape", [0, oh, ow, in_c * kh * kw])
+        return [self.new_layer(g, m, "Reshape", [conv.inputs[0], split_shape], [split], {"allowzero": 0},
+                               suffix="/split"),
                 self.new_layer(g, m, "Transpose", [split], [patches], {"perm": [0, 2, 4, 1, 3, 5]}, suffix="/patches"),
-                self.new_layer(g, m, "Reshape", [patches, const("rows_shape", [0, oh, ow, in_c * kh * kw])], [rows],
-                               {"allowzero": 0}, suffix="/rows"),
+                self.new_layer(g, m, "Reshape", [patches, rows_shape], [rows], {"allowzero": 0}, suffix="/rows"),
                 self.new_layer(g, m, "MatMulEpilogue", inputs, [product], attrs, suffix="/gemm"),
                 self.new_layer(g, m, "Transpose", [product], attrs={"perm": [0, 3, 1, 2]}, suffix="/nchw")]
 
