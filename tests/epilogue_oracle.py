@@ -23,13 +23,24 @@ def epilogue_nodes(y: str, act: str, residual: bool, residual_first: int, **act_
     return nodes + [helper.make_node("Identity", [y], ["Y"])]
 
 
-def conv_epilogue_oracle(x, w, bias=None, residual=None, conv_attrs=None, act="none", residual_first=0) -> np.ndarray:
+def conv_epilogue_oracle(x, w, bias=None, residual=None, conv_attrs=None, act="none", residual_first=0,
+                         gate=None) -> np.ndarray:
+    """With `gate` (N or 1, C, 1, 1): Mul(X, G) feeds the Conv (a squeeze-excite gate), its product rounded to x's
+    dtype first when x is half, as a half-precision Mul stores it."""
     f32 = lambda t: t.detach().to(torch.float32).numpy()
-    feeds, ins = {"X": f32(x), "W": f32(w)}, ["X", "W"]
+    feeds, ins, nodes = {"X": f32(x), "W": f32(w)}, ["X", "W"], []
+    if gate is not None:
+        feeds["G"] = f32(gate)
+        nodes.append(helper.make_node("Mul", ["X", "G"], ["xg"]))
+        if x.dtype == torch.float16:
+            nodes += [helper.make_node("Cast", ["xg"], ["xg16"], to=TensorProto.FLOAT16),
+                      helper.make_node("Cast", ["xg16"], ["xg32"], to=TensorProto.FLOAT)]
+        ins[0] = "xg32" if x.dtype == torch.float16 else "xg"
     if bias is not None:
         feeds["B"] = f32(bias)
         ins.append("B")
-    nodes = [helper.make_node("Conv", ins, ["y0"], **{k: v for k, v in (conv_attrs or {}).items() if v is not None})]
+    nodes.append(helper.make_node("Conv", ins, ["y0"], **{k: v for k, v in (conv_attrs or {}).items()
+                                                           if v is not None}))
     if residual is not None:
         feeds["R"] = f32(residual)
     nodes += epilogue_nodes("y0", act, residual is not None, residual_first)

@@ -264,7 +264,7 @@ def choose_tactics(net: Network, device: torch.device, config: BuilderConfig, pr
 # timed against torch's per-call oneDNN op: timed alone the two swap places on noise, and one engine mixing the two
 # oneDNN copies was not faster (ResNet-50 b8, one process, 2026-12-05: all C-API 267 ms, all torch-op 282, the
 # timed mix 288).
-_CPU_LAYOUT_BOUND = {"Conv", "FusedConv", "FusedConvPool"}
+_CPU_LAYOUT_BOUND = {"Conv", "FusedConv", "GatedConv", "FusedConvPool"}
 
 
 def _layout_bound(layer: Layer, device: torch.device, config: BuilderConfig) -> bool:

@@ -36,6 +36,8 @@ from . import contrib_quant  # noqa: F401  (com.microsoft QGemm / DynamicQuantiz
 from . import contrib_attention  # noqa: F401  (com.microsoft MultiHeadAttention / GroupQueryAttention: SDPA)
 from . import sparse_gemm  # noqa: F401  (SparseGemm: 2:4 semi-structured sparse GEMM on CUDA, dense elsewhere)
 from . import trees_traverse, trees_gemm  # noqa: F401,E401  (tree ensembles: level traversal, GEMM form)
+from .gated_conv import derive_mul_first  # noqa: E402  (GatedConv: the gate Mul, then each FusedConv tactic)
+derive_mul_first()
 from .registry import optional_tactics  # noqa: E402
 
 
@@ -55,6 +57,8 @@ def _triton_tactics() -> None:
     from . import quant_w4_triton  # noqa: F401  (BlockQuantizedMatMul: int4 weights dequantized in registers)
     from . import triton_maxpool  # noqa: F401  (MaxPool on fp16/bf16/fp32: one Triton pass, NHWC out)
     from . import quant_maxpool  # noqa: F401  (MaxPool on int8/uint8 codes: one Triton pass, NHWC out)
+    from . import triton_gated_conv1x1  # noqa: F401  (GatedConv 1×1: the squeeze-excite gate scales A as it loads)
+    derive_mul_first()      # GatedConv wrappers of the FusedConv tactics above
 from .registry import Kernel, Tactic, candidates, instantiate, tactic
 
 __all__ = ["Kernel", "Tactic", "candidates", "instantiate", "tactic"]

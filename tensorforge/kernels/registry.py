@@ -70,14 +70,24 @@ def _load_optional() -> None:
 def tactic(op: str, name: str, configs: list[dict] | None = None, priority: int = 0):
     """Class decorator: the class provides static `supports(layer, device)` and `build(layer, cfg, device)`."""
     def wrap(cls):
-        t = Tactic(op, name, cls.supports, cls.build, list(configs or [{}]), priority, getattr(cls, "fits", None),
-                   getattr(cls, "code_slack", None))
-        existing = _TACTICS.setdefault(op, [])
-        if any(e.name == name for e in existing):
-            raise ValueError(f"tactic {op}.{name} registered twice")
-        existing.append(t)
+        register(Tactic(op, name, cls.supports, cls.build, list(configs or [{}]), priority, getattr(cls, "fits", None),
+                        getattr(cls, "code_slack", None)))
         return cls
     return wrap
+
+
+def register(t: Tactic) -> Tactic:
+    """Add a tactic made without the decorator (kernels/gated_conv.py derives them from another op's)."""
+    existing = _TACTICS.setdefault(t.op, [])
+    if any(e.name == t.name for e in existing):
+        raise ValueError(f"tactic {t.op}.{t.name} registered twice")
+    existing.append(t)
+    return t
+
+
+def registered(op: str) -> list[Tactic]:
+    """The tactics registered for `op` so far (not the generic `*` ones), in registration order."""
+    return list(_TACTICS.get(op, []))
 
 
 def triton_device_reason(device: torch.device) -> str | None:

@@ -17,6 +17,7 @@ Entry points: tactics `fusedconv.triton_conv1x1`, `conv.triton_conv1x1`; the lau
 import torch
 
 from ..ir import Layer
+from ..ir.ops.conv import pointwise_conv_reason
 from .registry import tactic
 from .torch_fused import epilogue_attrs, epilogue_operands
 from .triton_conv_epilogue import _CudnnTritonEpilogue
@@ -30,19 +31,10 @@ CONFIGS = [{"layout": "nhwc", **c} for c in (GEMM_CONFIGS[1], GEMM_CONFIGS[3], G
 
 def pointwise_reason(layer, w_shape=None) -> str | None:
     """Why the layer is not a 1×1, stride-1, unpadded, ungrouped 2-D convolution (None when it is)."""
-    a = layer.attrs
-    if int(a.get("group", 1)) != 1:
-        return f"group {a.get('group')}: not a dense convolution"
-    ks = list(a.get("kernel_shape") or (w_shape[2:] if w_shape is not None else []))
-    if ks and [int(k) for k in ks] != [1, 1]:
-        return f"kernel {ks}: not 1×1"
-    if any(int(s) != 1 for s in a.get("strides") or []) or any(a.get("pads") or []) \
-            or any(int(d) != 1 for d in a.get("dilations") or []) or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        return "strided, padded or dilated"
-    return None
+    return pointwise_conv_reason(layer.attrs, w_shape)
 
 
-def _rows(t: torch.Tensor) -> torch.Tensor:
+def channels_last_rows(t: torch.Tensor) -> torch.Tensor:
     """(N, C, H, W) as its channels-last (N·H·W, C) rows: a view when t is channels-last, else after one copy."""
     t = t.contiguous(memory_format=torch.channels_last)
     return t.permute(0, 2, 3, 1).reshape(-1, t.shape[1])
@@ -54,9 +46,9 @@ def conv1x1_gemm(x, w, bias=None, residual=None, activation="none", alpha=0.0, b
     channels-last memory."""
     n, c, h, wd = x.shape
     out_c = w.shape[0]
-    y = gemm_epilogue(_rows(x), w.reshape(out_c, c), bias, None if residual is None else _rows(residual.expand(
-        n, out_c, h, wd)), trans_b=1, activation=activation, alpha=alpha, beta=beta, residual_first=residual_first,
-        cfg=cfg)
+    res = None if residual is None else channels_last_rows(residual.expand(n, out_c, h, wd))
+    y = gemm_epilogue(channels_last_rows(x), w.reshape(out_c, c), bias, res, trans_b=1, activation=activation,
+                      alpha=alpha, beta=beta, residual_first=residual_first, cfg=cfg)
     return y.view(n, h, wd, out_c).permute(0, 3, 1, 2)
 
 

@@ -27,6 +27,7 @@ from .rules.qdq_dual import fuse_output_quantize
 from .rules.qdq_hoist import hoist_quantize
 from .rules.qdq_producer import fuse_conv_quantize, fuse_producer_quantize
 from .rules.qgemm_rows import keep_gemm_rows
+from .rules.se_gate import fuse_se_gate
 from .rules.transpose_epilogue import fuse_transposed_epilogue
 from .rules import qdq_epilogue
 from .view_chains import collapse_view_chains
@@ -68,6 +69,7 @@ LATE_PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("conv-bias-layernorm", 3, move_conv_bias_into_layernorm),
     ("conv-pool", 3, fuse_conv_pool),
     ("conv-quantize", 1, fuse_conv_quantize),   # the next quantized conv's Q in a float conv's epilogue / pooling
+    ("se-gate", 3, fuse_se_gate),     # Mul(x, gate) → 1×1 conv: the gate scales the GEMM's A (after conv-quantize)
     ("pointwise-chains", 3, pointwise.group_pointwise_chains),
 ]
 

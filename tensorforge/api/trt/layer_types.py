@@ -9,7 +9,7 @@ Fused IR layers report the kind of the computation they end in a TensorRT engine
 from .enums import LayerType as T
 
 _EXPLICIT = {
-    "Conv": T.CONVOLUTION, "FusedConv": T.CONVOLUTION, "ConvInteger": T.CONVOLUTION, "QLinearConv": T.CONVOLUTION,
+    "Conv": T.CONVOLUTION, "FusedConv": T.CONVOLUTION, "GatedConv": T.CONVOLUTION, "ConvInteger": T.CONVOLUTION, "QLinearConv": T.CONVOLUTION,
     "QuantizedConv": T.CONVOLUTION, "DeformConv": T.CONVOLUTION, "FusedConvPool": T.CONVOLUTION,
     "CausalConvWithState": T.CONVOLUTION,
     "ConvTranspose": T.DECONVOLUTION, "QuantizedConvTranspose": T.DECONVOLUTION,

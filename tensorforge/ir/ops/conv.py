@@ -13,6 +13,22 @@ _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 _CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 
 
+def pointwise_conv_reason(attrs: dict, w_shape: tuple[int, ...] | None = None) -> str | None:
+    """Why a Conv/FusedConv with these attributes (and weights of shape `w_shape`, when known) is not a 1×1,
+    stride-1, unpadded, ungrouped 2-D convolution — the GEMM Y (N·H·W, O) = X (N·H·W, C)·Wᵀ on channels-last
+    rows — or None when it is. Shared by the fusion rules that need that GEMM and the tactics that run it."""
+    if int(attrs.get("group", 1) or 1) != 1:
+        return f"group {attrs.get('group')}: not a dense convolution"
+    kernel = [int(k) for k in attrs.get("kernel_shape") or (w_shape[2:] if w_shape is not None else [])]
+    if kernel and kernel != [1, 1]:
+        return f"kernel {kernel}: not 1×1"
+    if any(int(s) != 1 for s in attrs.get("strides") or []) or any(attrs.get("pads") or []) \
+            or any(int(d) != 1 for d in attrs.get("dilations") or []) \
+            or attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        return "strided, padded or dilated"
+    return None
+
+
 @nn_op("Conv")
 def conv(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
     """y[n, o, p] = b[o] + Σ_{c ∈ group(o), q} x[n, c, p·s + q·d − pad_begin] · w[o, c, q]

@@ -1,4 +1,4 @@
-"""Fused ops made by the fusion passes (passes/rules/): PointwiseChain, Attention, FusedConv, FusedConvPool,
+"""Fused ops made by the fusion passes (passes/rules/): PointwiseChain, Attention, FusedConv, GatedConv, FusedConvPool,
 MatMulEpilogue, AddLayerNormalization.
 
 Each is an ordinary op with ONE torch reference, so every tactic (generated Triton, hand-written Triton,
@@ -167,6 +167,17 @@ def fused_conv(x, w, bias=None, residual=None, slope=None, *, auto_pad="NOTSET",
     if slope is not None:
         slope = slope.reshape([1, -1] + [1] * (y.dim() - 2))
     return apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first, slope)
+
+
+@op("GatedConv", attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
+                        "strides": None, **_EPILOGUE_ATTRS})
+def gated_conv(x, gate, w, bias=None, residual=None, **attrs):
+    """out = FusedConv(x ⊙ gate, w, bias, residual): a squeeze-excite gate (N, C, 1, 1) scales x's channels per
+    sample before the convolution (passes/rules/se_gate.py: Mul(x, σ(FC(GAP(x)))) → 1×1 projection, as in
+    MobileNetV3 and EfficientNet). x ⊙ gate is rounded to x's dtype first, as the unfused Mul stores it.
+    For a 1×1 convolution y[n, o] = Σ_c W[o, c]·g[n, c]·x[n, c]: the gate multiplies the GEMM's A operand as it is
+    loaded, so x ⊙ gate is never written — the unfused graph writes and re-reads it (2·|x| of traffic)."""
+    return fused_conv(x * gate, w, bias, residual, **attrs)
 
 
 @op("FusedConvPool", attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
