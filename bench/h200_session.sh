@@ -79,7 +79,7 @@ case "$1" in
             --ignore=tests/serve --ignore=tests/onnx_backend >> "$OUT/smokes.txt" 2>&1
     echo "pytest rc=$?" | tee -a "$OUT/smokes.txt"
     [ -n "${SKIP_SMOKE:-}" ] || smoke quant_kernels 120      # SKIP_SMOKE=1: the rows right after the tests
-    [ -n "${SKIP_SMOKE:-}" ] || smoke depthwise 60           # the depthwise kernel against cuDNN (+ epilogue)
+    [ -n "${SKIP_SMOKE:-}" ] || smoke depthwise 100          # the depthwise kernel against cuDNN (+ epilogue)
     bench --part precision --models "${ASKED_MODELS:-bert_base_seq128,resnet50,mobilenet_v3_large}" --precisions "${PRECISIONS:-int8,best}" \
           --precision-batches "${BATCHES:-1}" --precision-extra "" --kernel-profiles
     ;;

@@ -7,13 +7,14 @@ ConvNeXt-T's 18 7×7 depthwise convolutions took 703.7 µs of its 2116 µs of ke
 3×3 / 5×5 ones run as cuDNN + the Triton epilogue pass.
 
 Also the 1×1 convolutions as one GEMM on channels-last rows (kernels/triton_conv1x1.py) against cuDNN + the Triton
-epilogue, at MobileNetV3 / EfficientNet shapes.
+epilogue, at MobileNetV3 / EfficientNet shapes; and the squeeze-excite projections as GatedConv
+(kernels/triton_gated_conv1x1.py: the gate scales A as the GEMM loads it) against the gate Mul + cuDNN + epilogue.
 
 Per shape: cuDNN's convolution alone (channels-last, no bias: the floor of the old path), cuDNN + the Triton epilogue
 (the old tactic, `cudnn_triton_epilogue`), and every config of `triton_depthwise`, CUDA-graph replays back to back
 (bench/measure.cuda_times), median µs; each output checked against torch's float32 convolution of the same values.
 
-    PYTHONPATH=. python3 bench/gpu_smoke/depthwise.py [--budget-s 60]
+    PYTHONPATH=. python3 bench/gpu_smoke/depthwise.py [--budget-s 85]
 """
 
 import argparse
@@ -47,7 +48,7 @@ def median_us(fn) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--budget-s", type=float, default=60.0)
+    p.add_argument("--budget-s", type=float, default=85.0)
     args = p.parse_args()
     t0 = time.perf_counter()
     dev = torch.device("cuda")
@@ -89,6 +90,7 @@ def main() -> int:
     print(f"sum over the shapes: old path {totals['cudnn+epilogue']:.1f} µs, triton best {totals['triton best']:.1f}"
           f" µs; {fails} FAIL; {time.perf_counter() - t0:.1f} s")
     fails += pointwise_convs(t0, args.budget_s)
+    fails += gated_convs(t0, args.budget_s)
     return 1 if fails else 0
 
 
@@ -126,6 +128,44 @@ def pointwise_convs(t0: float, budget_s: float) -> int:
         text = ", ".join(f"{us:.1f} {c_['BM']}x{c_['BN']}x{c_['BK']}{' TMA' if c_.get('TMA') else ''}"
                          f"{'' if e <= 4e-3 else f' FAIL err {e:.1e}'}" for us, c_, e in rows)
         print(f"1x1 {name}: cuDNN + epilogue {old:.1f} µs | triton GEMM {text} | best ÷ old {rows[0][0] / old:.2f}")
+    return fails
+
+
+# squeeze-excite projections (GatedConv): (name, N, C_in, C_out, H, residual)
+GATED = [("effnet 96→24@56 b32", 32, 96, 24, 56, False), ("effnet 240→40@28 b32", 32, 240, 40, 28, True),
+         ("effnet 480→80@14 b32", 32, 480, 80, 14, True), ("effnet 1152→192@7 b32", 32, 1152, 192, 7, True),
+         ("mobilenet 960→160@7 b32", 32, 960, 160, 7, True), ("effnet 96→24@56 b1", 1, 96, 24, 56, False),
+         ("mobilenet 672→112@14 b1", 1, 672, 112, 14, False)]
+
+
+def gated_convs(t0: float, budget_s: float) -> int:
+    """The old path — torch's x·gate, then cuDNN + the Triton epilogue (`gatedconv.mul_cudnn_triton_epilogue`) —
+    against GatedConv's one GEMM in every config, channels-last float16 with a bias."""
+    from tensorforge.kernels.triton_gated_conv1x1 import CONFIGS as CG, gated_conv1x1
+    dev, fails = torch.device("cuda"), 0
+    for name, n, c, o, h, res in GATED:
+        if time.perf_counter() - t0 > budget_s:
+            print(f"gated {name}: no time left")
+            continue
+        x = torch.randn(n, c, h, h, device=dev).half().contiguous(memory_format=torch.channels_last)
+        gate = torch.rand(n, c, 1, 1, device=dev).half()
+        w = (torch.randn(o, c, 1, 1, device=dev) * 0.1).half()
+        b, wl = torch.randn(o, device=dev).half(), w.contiguous(memory_format=torch.channels_last)
+        r = torch.randn(n, o, h, h, device=dev).half().contiguous(memory_format=torch.channels_last) if res else None
+        ref = F.conv2d((x * gate).float(), w.float(), b.float()) + (0 if r is None else r.float())
+        mul = median_us(lambda: x * gate)
+        old = median_us(lambda: conv_bias_act_(F.conv2d(x * gate, wl, None), b, r, "none"))
+        rows = []
+        for cfg in CG:
+            got = gated_conv1x1(x, gate, w, b, r, "none", cfg=cfg)
+            err = float((got.float() - ref).abs().max()) / float(ref.abs().max())
+            fails += err > 4e-3
+            rows.append((median_us(lambda: gated_conv1x1(x, gate, w, b, r, "none", cfg=cfg)), cfg, err))
+        rows.sort(key=lambda t: t[0])
+        text = ", ".join(f"{us:.1f} {c_['BM']}x{c_['BN']}x{c_['BK']}{'' if e <= 4e-3 else f' FAIL err {e:.1e}'}"
+                         for us, c_, e in rows)
+        print(f"gated {name}: Mul {mul:.1f} + cuDNN + epilogue = {old:.1f} µs | gated GEMM {text} | "
+              f"best ÷ old {rows[0][0] / old:.2f}")
     return fails
 
 

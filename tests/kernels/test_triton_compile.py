@@ -21,7 +21,7 @@ from tensorforge.ir import Layer
 from tensorforge.codegen import generate_pointwise
 from tensorforge.kernels import triton_attention, triton_gemm, triton_layernorm, triton_softmax
 from tensorforge.kernels import triton_add_layernorm, triton_conv_epilogue, triton_conv_pool, triton_pool
-from tensorforge.kernels import triton_depthwise
+from tensorforge.kernels import triton_depthwise, triton_gated_conv1x1
 from tensorforge.kernels.generated import load_module, register_source
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -114,6 +114,16 @@ compile_("depthwise_pool_parts", triton_depthwise._pool_parts_kernel,     # Fuse
          {"Part": "*fp32", "Pooled": "*fp16", "C": "i32", "PB": "i32", "inv_s": "fp32", "Q": "*i8", **ln_q},
          {"BLOCK_C": 128, "Q_KIND": 1, "STORE_P": False})
 
+gated_ints = "M N K HW s_am s_ak s_gn s_gk s_bk s_bn s_rm s_rn s_cm s_cn".split()
+for dt in ("*fp16", "*fp32"):       # GatedConv 1×1: the squeeze-excite gate scales A as it loads
+    cfg = triton_gated_conv1x1.CONFIGS[-1 if dt == "*fp16" else 0]
+    compile_(f"gated_conv1x1{dt}", triton_gated_conv1x1._gated_gemm_kernel,
+             {**ptrs(["A", "Gate", "B", "Bias", "R", "C"], dt), **{n: "i32" for n in gated_ints},
+              "alpha": "fp32", "beta": "fp32"},
+             {"HAS_BIAS": True, "HAS_RES": dt == "*fp16", "RES_FIRST": False, "ACT": "HardSwish",
+              "PRECISION": "tf32" if dt == "*fp32" else "ieee", "BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"],
+              "G": cfg["G"]}, warps=cfg["warps"], stages=cfg["stages"])
+
 nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
 for dt, tdt in (("float32", torch.float32), ("float16", torch.float16)):
     steps = [{"op": "Gelu", "args": ["in0"], "attrs": {"approximate": "none"}},
@@ -158,8 +168,9 @@ def test_every_triton_kernel_compiles_for_sm90():
     report = json.loads(proc.stdout.split("REPORT", 1)[1])
     # … + 2: the add-layernorm kernel without its sum store, per dtype; + 4: with Q(Y) and Y unwritten; + 1: the
     # attention kernel writing int8 codes; + 4: the depthwise convolution (fp16 3×3 with a residual and the pool's
-    # partial sums, fp32 5×5, fp16 writing int8 codes) and the partial sums' reduction (with P's codes)
-    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 4 and all(r["cubin"] > 0 for r in report.values())
+    # partial sums, fp32 5×5, fp16 writing int8 codes) and the partial sums' reduction (with P's codes); + 2: the
+    # gated 1×1 GEMM in fp16 and fp32
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 4 + 2 and all(r["cubin"] > 0 for r in report.values())
     assert report["gate_q_int8"]["div_rn"] >= 1 and report["gate_q_int8"]["div_full"] == 0
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]
