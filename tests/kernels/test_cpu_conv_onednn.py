@@ -137,9 +137,9 @@ def _on_torch_ops(data: bytes):
     kernels/cpu_dnnl_conv.py) when that is installed, cpu_onednn_nhwc otherwise; the tactic id is data."""
     engine = from_bytes(data)
     for la in engine.layers:
-        if la.op in ("Conv", "FusedConv", "FusedConvPool"):
+        if la.op in ("Conv", "FusedConv", "FusedConvPool", "GatedConv"):   # GatedConv: the gate Mul, then the conv
             assert la.tactic.endswith(("cpu_dnnl", "cpu_onednn_nhwc")), la.tactic
-            la.tactic = la.tactic.rsplit(".", 1)[0] + ".cpu_onednn_nhwc"
+            la.tactic = la.tactic.split(".", 1)[0] + (".mul_" if la.op == "GatedConv" else ".") + "cpu_onednn_nhwc"
     return engine
 
 

@@ -36,6 +36,21 @@ def record_rejection(rule_name: str, layer_name: str, reason: str, rejections: l
         rejections.append(rej)
 
 
+def splice_layers(net: Network, replace: dict[int, Layer], drop: set[int], rule_name: str) -> int:
+    """The hand-matched passes' rewrite: each layer whose id is in `replace` gives way to its replacement at its
+    position, the layers in `drop` go, the replacements' outputs are registered; returns len(replace)."""
+    if not replace:
+        return 0
+    net.layers = [replace.get(id(layer), layer) for layer in net.layers if id(layer) not in drop]
+    for layer in replace.values():
+        for o in layer.outputs:
+            if o:
+                net.tensors.setdefault(o, TensorInfo(o))
+    net.prune_tensors()
+    get_logger().verbose(f"rule {rule_name}: applied {len(replace)} time(s)")
+    return len(replace)
+
+
 class Rule:
     name: str = ""
     pattern: Pattern

@@ -8,10 +8,9 @@ else reads it) and sums it per channel: one launch and one read of Y fewer. When
 Runs after precision conversion (LATE_PASSES), so the fused layer takes the convolution's final precision.
 """
 
-from ...ir import Layer, Network, TensorInfo
-from ...util.log import get_logger
+from ...ir import Layer, Network
 from ..pattern import Graph
-from .base import record_rejection
+from .base import record_rejection, splice_layers
 
 RULE_NAME = "FusedConv → GlobalAveragePool ⇒ FusedConvPool → (Y, mean of Y)"
 
@@ -35,7 +34,6 @@ def fuse_conv_pool(net: Network, shape_points: list[dict] | None = None, max_fol
     g = Graph(net, shape_points or [], max_fold_elements)
     replace: dict[int, Layer] = {}
     drop: set[int] = set()
-    log = get_logger()
     for pool in net.layers:
         if pool.op != "GlobalAveragePool":
             continue
@@ -53,13 +51,4 @@ def fuse_conv_pool(net: Network, shape_points: list[dict] | None = None, max_fol
                                   [y if y_read else "", pool.outputs[0]], dict(conv.attrs), origin,
                                   precision=conv.precision)
         drop.add(id(pool))
-    if not replace:
-        return 0
-    net.layers = [replace.get(id(layer), layer) for layer in net.layers if id(layer) not in drop]
-    for layer in replace.values():
-        for o in layer.outputs:
-            if o:
-                net.tensors.setdefault(o, TensorInfo(o))
-    net.prune_tensors()
-    log.verbose(f"rule {RULE_NAME}: applied {len(replace)} time(s)")
-    return len(replace)
+    return splice_layers(net, replace, drop, RULE_NAME)

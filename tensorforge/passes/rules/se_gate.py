@@ -17,11 +17,10 @@ Only 1×1, stride-1, unpadded, ungrouped convolutions: the fused kernel is the G
 triton_gated_conv1x1.py); elsewhere GatedConv would only move the Mul into the layer.
 """
 
-from ...ir import Layer, Network, TensorInfo
+from ...ir import Layer, Network
 from ...ir.ops.conv import pointwise_conv_reason
-from ...util.log import get_logger
 from ..pattern import Graph
-from .base import record_rejection
+from .base import record_rejection, splice_layers
 
 RULE_NAME = "Conv1×1(x ⊙ gate) ⇒ GatedConv(x, gate)"
 
@@ -54,6 +53,8 @@ def _reason(g: Graph, conv: Layer, mul: Layer | None) -> str | None:
     why = pointwise_conv_reason(conv.attrs, tuple(w.shape))
     if why:
         return why
+    if len(conv.inputs) > 4:
+        return "a PRelu epilogue (slope input): GatedConv has none"
     if len(g.consumers(mul.outputs[0])) != 1 or g.is_output(mul.outputs[0]):
         return "the gated tensor x ⊙ gate has other readers (it would still be written)"
     ops = _operands(g, mul)
@@ -81,20 +82,8 @@ def fuse_se_gate(net: Network, shape_points: list[dict] | None = None, max_fold_
         attrs = dict(conv.attrs)
         if conv.op == "Conv":       # Conv(x, w[, b]): its bias is the epilogue's
             attrs.update(activation="none", alpha=0.0, beta=0.0, residual_first=0)
-        if len(rest) > 3:
-            record_rejection(RULE_NAME, conv.name, "a PRelu epilogue (slope input): GatedConv has none", rejections)
-            continue
         origin = mul.origin + [o for o in conv.origin if o not in mul.origin]
         replace[id(conv)] = Layer(net.unique_name(f"{conv.name}/gated"), "GatedConv", [x, gate] + rest,
                                   list(conv.outputs), attrs, origin, precision=conv.precision)
         drop.add(id(mul))
-    if not replace:
-        return 0
-    net.layers = [replace.get(id(layer), layer) for layer in net.layers if id(layer) not in drop]
-    for layer in replace.values():
-        for o in layer.outputs:
-            if o:
-                net.tensors.setdefault(o, TensorInfo(o))
-    net.prune_tensors()
-    get_logger().verbose(f"rule {RULE_NAME}: applied {len(replace)} time(s)")
-    return len(replace)
+    return splice_layers(net, replace, drop, RULE_NAME)
