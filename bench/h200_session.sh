@@ -15,7 +15,7 @@
 #   bash bench/h200_session.sh VERIFY "<label>"
 #        the GPU checks of a session's kernel and fusion changes in one command: the tests that need a GPU (pytest
 #        -k "(cuda or hopper) and not sm90"), the quantized-kernel smoke (every INT8/FP8 tactic bit-exact on GPU shapes; batch-1 split-K
-#        beside one-pass, CUDA-graph timed), the depthwise smoke (triton_depthwise against cuDNN), then INT8 and
+#        beside one-pass, CUDA-graph timed), the conv smoke (depthwise, 1×1, gated 1×1 and SE-MLP kernels against cuDNN / the GEMM pair), then INT8 and
 #        best rows at batch 1 for bert-base, resnet50 and mobilenet_v3_large beside their fp16 engines (MODELS=
 #        narrows it; BATCHES=1,32 adds INT8 rows at 32;
 #        PRECISIONS=int8 drops the best rows; SKIP_SMOKE=1 leaves the quantized-kernel smoke out).
@@ -79,7 +79,7 @@ case "$1" in
             --ignore=tests/serve --ignore=tests/onnx_backend >> "$OUT/smokes.txt" 2>&1
     echo "pytest rc=$?" | tee -a "$OUT/smokes.txt"
     [ -n "${SKIP_SMOKE:-}" ] || smoke quant_kernels 120      # SKIP_SMOKE=1: the rows right after the tests
-    [ -n "${SKIP_SMOKE:-}" ] || smoke depthwise 100          # the depthwise kernel against cuDNN (+ epilogue)
+    [ -n "${SKIP_SMOKE:-}" ] || smoke depthwise 130          # depthwise, 1×1, gated 1×1, SE MLP against the old path
     bench --part precision --models "${ASKED_MODELS:-bert_base_seq128,resnet50,mobilenet_v3_large}" --precisions "${PRECISIONS:-int8,best}" \
           --precision-batches "${BATCHES:-1}" --precision-extra "" --kernel-profiles
     ;;

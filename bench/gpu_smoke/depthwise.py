@@ -8,13 +8,14 @@ ConvNeXt-T's 18 7×7 depthwise convolutions took 703.7 µs of its 2116 µs of ke
 
 Also the 1×1 convolutions as one GEMM on channels-last rows (kernels/triton_conv1x1.py) against cuDNN + the Triton
 epilogue, at MobileNetV3 / EfficientNet shapes; and the squeeze-excite projections as GatedConv
-(kernels/triton_gated_conv1x1.py: the gate scales A as the GEMM loads it) against the gate Mul + cuDNN + epilogue.
+(kernels/triton_gated_conv1x1.py: the gate scales A as the GEMM loads it) against the gate Mul + cuDNN + epilogue;
+and the squeeze-excite MLPs as TwoLayerMLP (kernels/triton_mlp2.py, one launch) against two Triton GEMM launches.
 
 Per shape: cuDNN's convolution alone (channels-last, no bias: the floor of the old path), cuDNN + the Triton epilogue
 (the old tactic, `cudnn_triton_epilogue`), and every config of `triton_depthwise`, CUDA-graph replays back to back
 (bench/measure.cuda_times), median µs; each output checked against torch's float32 convolution of the same values.
 
-    PYTHONPATH=. python3 bench/gpu_smoke/depthwise.py [--budget-s 85]
+    PYTHONPATH=. python3 bench/gpu_smoke/depthwise.py [--budget-s 110]
 """
 
 import argparse
@@ -48,7 +49,7 @@ def median_us(fn) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--budget-s", type=float, default=85.0)
+    p.add_argument("--budget-s", type=float, default=110.0)
     args = p.parse_args()
     t0 = time.perf_counter()
     dev = torch.device("cuda")
@@ -91,6 +92,7 @@ def main() -> int:
           f" µs; {fails} FAIL; {time.perf_counter() - t0:.1f} s")
     fails += pointwise_convs(t0, args.budget_s)
     fails += gated_convs(t0, args.budget_s)
+    fails += se_mlps(t0, args.budget_s)
     return 1 if fails else 0
 
 
@@ -166,6 +168,44 @@ def gated_convs(t0: float, budget_s: float) -> int:
                          for us, c_, e in rows)
         print(f"gated {name}: Mul {mul:.1f} + cuDNN + epilogue = {old:.1f} µs | gated GEMM {text} | "
               f"best ÷ old {rows[0][0] / old:.2f}")
+    return fails
+
+
+# squeeze-excite MLPs (TwoLayerMLP): (name, rows, C, hidden)
+MLPS = [("effnet 1152/48 b1", 1, 1152, 48), ("effnet 480/20 b1", 1, 480, 20), ("mobilenet 960/240 b1", 1, 960, 240),
+        ("effnet 1152/48 b32", 32, 1152, 48), ("mobilenet 672/168 b32", 32, 672, 168)]
+
+
+def se_mlps(t0: float, budget_s: float) -> int:
+    """Two launches of the Triton GEMM (each layer's best skinny / 64-row config, as the engine timed them) against
+    TwoLayerMLP's one launch, SiLU then sigmoid, float16."""
+    from tensorforge.kernels.triton_gemm import CONFIGS as GC, gemm_epilogue
+    from tensorforge.kernels.triton_mlp2 import CONFIGS as CM, mlp2
+    dev, fails = torch.device("cuda"), 0
+    for name, rows, c, hidden in MLPS:
+        if time.perf_counter() - t0 > budget_s:
+            print(f"mlp {name}: no time left")
+            continue
+        a = torch.rand(rows, c, device=dev).half()
+        w1, b1 = (torch.randn(hidden, c, device=dev) * 0.05).half(), torch.randn(hidden, device=dev).half()
+        w2, b2 = (torch.randn(c, hidden, device=dev) * 0.1).half(), torch.randn(c, device=dev).half()
+        h = F.silu(F.linear(a.float(), w1.float(), b1.float())).half().float()
+        ref = torch.sigmoid(F.linear(h, w2.float(), b2.float()))
+        pair = min(median_us(lambda: gemm_epilogue(gemm_epilogue(a, w1, b1, trans_b=1, activation="Silu", cfg=cfg),
+                                                   w2, b2, trans_b=1, activation="Sigmoid", cfg=cfg))
+                   for cfg in (GC[6], GC[7], GC[8], GC[3]))
+        rows_ = []
+        for cfg in CM:
+            got = mlp2(a, w1, b1, w2, b2, 1, 1, act1="Silu", act2="Sigmoid", cfg=cfg)
+            err = float((got.float() - ref).abs().max())
+            fails += err > 4e-3
+            rows_.append((median_us(lambda: mlp2(a, w1, b1, w2, b2, 1, 1, act1="Silu", act2="Sigmoid", cfg=cfg)),
+                          cfg, err))
+        rows_.sort(key=lambda t: t[0])
+        text = ", ".join(f"{us:.1f} BO{c_['BO']}w{c_['warps']}{'' if e <= 4e-3 else f' FAIL err {e:.1e}'}"
+                         for us, c_, e in rows_)
+        print(f"mlp {name}: two GEMM launches (best config) {pair:.1f} µs | one launch {text} | best ÷ pair "
+              f"{rows_[0][0] / pair:.2f}")
     return fails
 
 

@@ -7,7 +7,7 @@ accumulate it (resnet50 on the H200: 2.3e-2 of the output's maximum). Other laye
 unaffected. Entry point: `tf32_state(engine_data) -> {"allowed", "applies", "layers", "note"}`.
 """
 
-TF32_OPS = frozenset({"Conv", "ConvTranspose", "FusedConv", "GatedConv", "FusedConvPool", "MatMul", "Gemm", "MatMulEpilogue",
+TF32_OPS = frozenset({"Conv", "ConvTranspose", "FusedConv", "GatedConv", "FusedConvPool", "MatMul", "Gemm", "MatMulEpilogue", "TwoLayerMLP",
                       "Attention", "Einsum", "SparseGemm"})
 
 

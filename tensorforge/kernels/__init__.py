@@ -37,7 +37,16 @@ from . import contrib_attention  # noqa: F401  (com.microsoft MultiHeadAttention
 from . import sparse_gemm  # noqa: F401  (SparseGemm: 2:4 semi-structured sparse GEMM on CUDA, dense elsewhere)
 from . import trees_traverse, trees_gemm  # noqa: F401,E401  (tree ensembles: level traversal, GEMM form)
 from .gated_conv import derive_mul_first  # noqa: E402  (GatedConv: the gate Mul, then each FusedConv tactic)
-derive_mul_first()
+from .mlp_pair import derive_pairs  # noqa: E402  (TwoLayerMLP: two launches of each MatMulEpilogue tactic)
+
+
+def _derive() -> None:
+    """The fused ops' tactics made from their parts' tactics (registry.derive): after every tactic load."""
+    derive_mul_first()
+    derive_pairs()
+
+
+_derive()
 from .registry import optional_tactics  # noqa: E402
 
 
@@ -58,7 +67,8 @@ def _triton_tactics() -> None:
     from . import triton_maxpool  # noqa: F401  (MaxPool on fp16/bf16/fp32: one Triton pass, NHWC out)
     from . import quant_maxpool  # noqa: F401  (MaxPool on int8/uint8 codes: one Triton pass, NHWC out)
     from . import triton_gated_conv1x1  # noqa: F401  (GatedConv 1×1: the squeeze-excite gate scales A as it loads)
-    derive_mul_first()      # GatedConv wrappers of the FusedConv tactics above
+    from . import triton_mlp2  # noqa: F401  (TwoLayerMLP: a squeeze-excite MLP in one launch)
+    _derive()               # GatedConv / TwoLayerMLP wrappers of the tactics above
 from .registry import Kernel, Tactic, candidates, instantiate, tactic
 
 __all__ = ["Kernel", "Tactic", "candidates", "instantiate", "tactic"]

@@ -14,7 +14,7 @@ calls it after the eager tactic modules and again after the Triton ones load.
 import torch
 
 from ..ir import Layer
-from .registry import Tactic, register, registered
+from .registry import Tactic, derive
 
 PREFIX = "mul_"
 
@@ -49,5 +49,4 @@ def _wrap(inner: Tactic) -> Tactic:
 
 def derive_mul_first() -> int:
     """Register `gatedconv.mul_<name>` for every FusedConv tactic that has none yet; returns how many were added."""
-    have = {t.name for t in registered("GatedConv")}
-    return len([register(_wrap(t)) for t in registered("FusedConv") if PREFIX + t.name not in have])
+    return derive("GatedConv", "FusedConv", PREFIX, _wrap)

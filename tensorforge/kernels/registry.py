@@ -85,6 +85,14 @@ def register(t: Tactic) -> Tactic:
     return t
 
 
+def derive(op: str, from_op: str, prefix: str, wrap: Callable[[Tactic], Tactic]) -> int:
+    """Register `wrap(t)` — a tactic of `op` named prefix + t.name — for every tactic t of `from_op` that has none
+    yet (fused ops whose unfused kernels are another op's tactics: kernels/gated_conv.py, kernels/mlp_pair.py);
+    returns how many were added. Called again after the optional tactics load."""
+    have = {t.name for t in registered(op)}
+    return len([register(wrap(t)) for t in registered(from_op) if prefix + t.name not in have])
+
+
 def registered(op: str) -> list[Tactic]:
     """The tactics registered for `op` so far (not the generic `*` ones), in registration order."""
     return list(_TACTICS.get(op, []))

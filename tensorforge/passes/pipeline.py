@@ -28,6 +28,7 @@ from .rules.qdq_hoist import hoist_quantize
 from .rules.qdq_producer import fuse_conv_quantize, fuse_producer_quantize
 from .rules.qgemm_rows import keep_gemm_rows
 from .rules.se_gate import fuse_se_gate
+from .rules.two_layer_mlp import fuse_two_layer_mlp
 from .rules.transpose_epilogue import fuse_transposed_epilogue
 from .rules import qdq_epilogue
 from .view_chains import collapse_view_chains
@@ -70,6 +71,7 @@ LATE_PASSES: list[tuple[str, int, Callable[..., int]]] = [
     ("conv-pool", 3, fuse_conv_pool),
     ("conv-quantize", 1, fuse_conv_quantize),   # the next quantized conv's Q in a float conv's epilogue / pooling
     ("se-gate", 3, fuse_se_gate),     # Mul(x, gate) → 1×1 conv: the gate scales the GEMM's A (after conv-quantize)
+    ("two-layer-mlp", 3, fuse_two_layer_mlp),     # squeeze-excite's two small GEMMs: one layer, one launch
     ("pointwise-chains", 3, pointwise.group_pointwise_chains),
 ]
 

@@ -21,7 +21,7 @@ from tensorforge.ir import Layer
 from tensorforge.codegen import generate_pointwise
 from tensorforge.kernels import triton_attention, triton_gemm, triton_layernorm, triton_softmax
 from tensorforge.kernels import triton_add_layernorm, triton_conv_epilogue, triton_conv_pool, triton_pool
-from tensorforge.kernels import triton_depthwise, triton_gated_conv1x1
+from tensorforge.kernels import triton_depthwise, triton_gated_conv1x1, triton_mlp2
 from tensorforge.kernels.generated import load_module, register_source
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -124,6 +124,15 @@ for dt in ("*fp16", "*fp32"):       # GatedConv 1×1: the squeeze-excite gate sc
               "PRECISION": "tf32" if dt == "*fp32" else "ieee", "BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"],
               "G": cfg["G"]}, warps=cfg["warps"], stages=cfg["stages"])
 
+mlp_ints = "C H O s_am s_ak s_w1h s_w1c s_w2o s_w2h s_ym s_yo".split()
+for hidden, cfg in ((48, triton_mlp2.CONFIGS[1]), (240, triton_mlp2.CONFIGS[2])):   # TwoLayerMLP: SE's two GEMVs
+    bh, bc, bo = triton_mlp2._tiles(hidden, cfg)
+    compile_(f"mlp2_h{hidden}", triton_mlp2._mlp2_kernel,
+             {**ptrs(["A", "W1", "B1", "W2", "B2", "Y"], "*fp16"), **{n: "i32" for n in mlp_ints},
+              **{n: "fp32" for n in "scale1 alpha1 beta1 scale2 alpha2 beta2".split()}},
+             {"HAS_B1": True, "HAS_B2": True, "ACT1": "Silu", "ACT2": "HardSigmoid", "BH": bh, "BC": bc, "BO": bo},
+             warps=cfg["warps"])
+
 nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
 for dt, tdt in (("float32", torch.float32), ("float16", torch.float16)):
     steps = [{"op": "Gelu", "args": ["in0"], "attrs": {"approximate": "none"}},
@@ -169,8 +178,8 @@ def test_every_triton_kernel_compiles_for_sm90():
     # … + 2: the add-layernorm kernel without its sum store, per dtype; + 4: with Q(Y) and Y unwritten; + 1: the
     # attention kernel writing int8 codes; + 4: the depthwise convolution (fp16 3×3 with a residual and the pool's
     # partial sums, fp32 5×5, fp16 writing int8 codes) and the partial sums' reduction (with P's codes); + 2: the
-    # gated 1×1 GEMM in fp16 and fp32
-    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 4 + 2 and all(r["cubin"] > 0 for r in report.values())
+    # gated 1×1 GEMM in fp16 and fp32; + 2: the two-layer MLP at hidden widths 48 and 240
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 4 + 2 + 2 and all(r["cubin"] > 0 for r in report.values())
     assert report["gate_q_int8"]["div_rn"] >= 1 and report["gate_q_int8"]["div_full"] == 0
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]

@@ -8,30 +8,7 @@ import pytest
 import torch
 
 from fusion_helpers import build_logged, check_fused, export_quiet, feeds_for, ops
-
-
-class _InvertedResidualSE(torch.nn.Module):
-    """depthwise 3×3 + act → squeeze-excite gate → 1×1 projection [+ x]."""
-
-    def __init__(self, c=8, hidden=24, hard=False, residual=True, project_kernel=1, gate_readers=1):
-        super().__init__()
-        self.expand = torch.nn.Conv2d(c, hidden, 1)
-        self.dw = torch.nn.Conv2d(hidden, hidden, 3, padding=1, groups=hidden)
-        self.fc1, self.fc2 = torch.nn.Conv2d(hidden, 6, 1), torch.nn.Conv2d(6, hidden, 1)
-        self.project = torch.nn.Conv2d(hidden, c, project_kernel, padding=project_kernel // 2)
-        self.hard, self.residual, self.gate_readers = hard, residual, gate_readers
-
-    def forward(self, x):
-        y = torch.nn.functional.silu(self.dw(torch.nn.functional.silu(self.expand(x))))
-        s = self.fc2(torch.relu(self.fc1(torch.nn.functional.adaptive_avg_pool2d(y, 1))))
-        s = torch.nn.functional.hardsigmoid(s) if self.hard else torch.sigmoid(s)
-        gated = y * s
-        out = self.project(gated)
-        if self.residual:
-            out = out + x
-        if self.gate_readers > 1:       # x ⊙ gate also read by something else
-            out = out + gated.mean(dim=1, keepdim=True)
-        return out
+from se_blocks import InvertedResidualSE
 
 
 def _build(module, shape=(2, 8, 7, 7), seed=0):
@@ -44,7 +21,7 @@ def _build(module, shape=(2, 8, 7, 7), seed=0):
 
 @pytest.mark.parametrize("hard,residual", [(False, True), (True, False)], ids=["sigmoid+residual", "hardsigmoid"])
 def test_se_gate_joins_the_projection(hard, residual):
-    _, _, engine, _ = _build(_InvertedResidualSE(hard=hard, residual=residual))
+    _, _, engine, _ = _build(InvertedResidualSE(hard=hard, residual=residual))
     gated = [layer for layer in engine.data.layers if layer.op == "GatedConv"]
     assert len(gated) == 1 and "Mul" not in ops(engine) and "PointwiseChain" not in ops(engine)
     assert len(gated[0].inputs) == (5 if residual else 4)      # x, gate, w, bias[, residual]
@@ -52,7 +29,7 @@ def test_se_gate_joins_the_projection(hard, residual):
 
 
 def test_gated_conv_survives_the_engine_file(tmp_path):
-    data, x, engine, _ = _build(_InvertedResidualSE())
+    data, x, engine, _ = _build(InvertedResidualSE())
     engine.save(tmp_path / "se.tfg")
     import tensorforge as tfg
     loaded = tfg.load(tmp_path / "se.tfg", device="cpu")
@@ -63,8 +40,8 @@ def test_gated_conv_survives_the_engine_file(tmp_path):
 
 
 @pytest.mark.parametrize("module,reason", [
-    (_InvertedResidualSE(project_kernel=3), "not 1×1"),
-    (_InvertedResidualSE(gate_readers=2), "has other readers"),
+    (InvertedResidualSE(project_kernel=3), "not 1×1"),
+    (InvertedResidualSE(gate_readers=2), "has other readers"),
 ], ids=["3x3-projection", "gated-tensor-read-twice"])
 def test_se_gate_rejections(module, reason):
     _, _, engine, text = _build(module)

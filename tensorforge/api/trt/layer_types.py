@@ -13,7 +13,7 @@ _EXPLICIT = {
     "QuantizedConv": T.CONVOLUTION, "DeformConv": T.CONVOLUTION, "FusedConvPool": T.CONVOLUTION,
     "CausalConvWithState": T.CONVOLUTION,
     "ConvTranspose": T.DECONVOLUTION, "QuantizedConvTranspose": T.DECONVOLUTION,
-    "MatMul": T.MATRIX_MULTIPLY, "Gemm": T.MATRIX_MULTIPLY, "MatMulEpilogue": T.MATRIX_MULTIPLY,
+    "MatMul": T.MATRIX_MULTIPLY, "Gemm": T.MATRIX_MULTIPLY, "MatMulEpilogue": T.MATRIX_MULTIPLY, "TwoLayerMLP": T.MATRIX_MULTIPLY,
     "MatMulInteger": T.MATRIX_MULTIPLY, "QLinearMatMul": T.MATRIX_MULTIPLY, "QuantizedMatMul": T.MATRIX_MULTIPLY,
     "SparseGemm": T.MATRIX_MULTIPLY, "BlockQuantizedMatMul": T.MATRIX_MULTIPLY,
     "Cast": T.CAST, "CastLike": T.CAST, "BitCast": T.CAST,

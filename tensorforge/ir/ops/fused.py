@@ -1,5 +1,5 @@
 """Fused ops made by the fusion passes (passes/rules/): PointwiseChain, Attention, FusedConv, GatedConv, FusedConvPool,
-MatMulEpilogue, AddLayerNormalization.
+MatMulEpilogue, TwoLayerMLP, AddLayerNormalization.
 
 Each is an ordinary op with ONE torch reference, so every tactic (generated Triton, hand-written Triton,
 torch) is tested against it and an engine can always fall back to running the reference eagerly.
@@ -149,6 +149,24 @@ def matmul_epilogue(a, b, bias=None, residual=None, *, trans_b=0, scale=1.0, act
     if scale != 1.0:
         y = y * scale
     return apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first)
+
+
+_MLP_ATTRS = {**{f"{k}1": v for k, v in (("trans_b", 0), ("scale", 1.0), ("activation", "none"), ("alpha", 0.0),
+                                          ("beta", 0.0))},
+              **{f"{k}2": v for k, v in (("trans_b", 0), ("scale", 1.0), ("activation", "none"), ("alpha", 0.0),
+                                         ("beta", 0.0))}}
+
+
+@op("TwoLayerMLP", attrs=_MLP_ATTRS)
+def two_layer_mlp(a, w1, b1, w2, b2, *, trans_b1=0, scale1=1.0, activation1="none", alpha1=0.0, beta1=0.0,
+                  trans_b2=0, scale2=1.0, activation2="none", alpha2=0.0, beta2=0.0):
+    """out = MatMulEpilogue(MatMulEpilogue(a, w1, b1; ·1), w2, b2; ·2): h = act1(scale1·a·w1' + b1) in a's dtype,
+    then act2(scale2·h·w2' + b2) (passes/rules/two_layer_mlp.py: a squeeze-excite block's two fully connected
+    layers, C → H → C, H ≤ 256). b1/b2 may be absent (empty input). One launch instead of two, and h (rows × H)
+    never leaves the chip; the two weights are read once per program, from L2 after the first."""
+    h = matmul_epilogue(a, w1, b1, trans_b=trans_b1, scale=scale1, activation=activation1, alpha=alpha1, beta=beta1)
+    return matmul_epilogue(h, w2, b2, trans_b=trans_b2, scale=scale2, activation=activation2, alpha=alpha2,
+                           beta=beta2)
 
 
 @op("FusedConv", attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
