@@ -47,6 +47,19 @@ def median_us(fn) -> float:
     return 1e3 * t[len(t) // 2]
 
 
+def sweep(run, ref, configs, describe) -> tuple[list, str, int]:
+    """Each config's output checked against `ref` (max error over max |ref| ≤ 4e-3), then timed: (rows (µs, cfg,
+    error) fastest first, their text, the number that failed the check)."""
+    scale, rows, fails = float(ref.abs().max()), [], 0
+    for cfg in configs:
+        err = float((run(cfg).float() - ref).abs().max()) / scale
+        fails += err > 4e-3
+        rows.append((median_us(lambda: run(cfg)), cfg, err))
+    rows.sort(key=lambda t: t[0])
+    text = ", ".join(f"{us:.1f} {describe(c)}{'' if e <= 4e-3 else f' FAIL err {e:.1e}'}" for us, c, e in rows)
+    return rows, text, fails
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--budget-s", type=float, default=110.0)
@@ -120,15 +133,9 @@ def pointwise_convs(t0: float, budget_s: float) -> int:
         ref = F.conv2d(x.float(), w.float(), b.float())
         ref = {"none": ref, "HardSwish": F.hardswish(ref), "Silu": F.silu(ref)}[act] + (0 if r is None else r.float())
         old = median_us(lambda: conv_bias_act_(F.conv2d(x, wl, None), b, r, act))
-        rows = []
-        for cfg in C1:
-            got = conv1x1_gemm(x, w, b, r, act, cfg=cfg)
-            err = float((got.float() - ref).abs().max()) / float(ref.abs().max())
-            fails += err > 4e-3
-            rows.append((median_us(lambda: conv1x1_gemm(x, w, b, r, act, cfg=cfg)), cfg, err))
-        rows.sort(key=lambda t: t[0])
-        text = ", ".join(f"{us:.1f} {c_['BM']}x{c_['BN']}x{c_['BK']}{' TMA' if c_.get('TMA') else ''}"
-                         f"{'' if e <= 4e-3 else f' FAIL err {e:.1e}'}" for us, c_, e in rows)
+        rows, text, bad = sweep(lambda cfg: conv1x1_gemm(x, w, b, r, act, cfg=cfg), ref, C1,
+                                lambda c_: f"{c_['BM']}x{c_['BN']}x{c_['BK']}{' TMA' if c_.get('TMA') else ''}")
+        fails += bad
         print(f"1x1 {name}: cuDNN + epilogue {old:.1f} µs | triton GEMM {text} | best ÷ old {rows[0][0] / old:.2f}")
     return fails
 
@@ -157,15 +164,9 @@ def gated_convs(t0: float, budget_s: float) -> int:
         ref = F.conv2d((x * gate).float(), w.float(), b.float()) + (0 if r is None else r.float())
         mul = median_us(lambda: x * gate)
         old = median_us(lambda: conv_bias_act_(F.conv2d(x * gate, wl, None), b, r, "none"))
-        rows = []
-        for cfg in CG:
-            got = gated_conv1x1(x, gate, w, b, r, "none", cfg=cfg)
-            err = float((got.float() - ref).abs().max()) / float(ref.abs().max())
-            fails += err > 4e-3
-            rows.append((median_us(lambda: gated_conv1x1(x, gate, w, b, r, "none", cfg=cfg)), cfg, err))
-        rows.sort(key=lambda t: t[0])
-        text = ", ".join(f"{us:.1f} {c_['BM']}x{c_['BN']}x{c_['BK']}{'' if e <= 4e-3 else f' FAIL err {e:.1e}'}"
-                         for us, c_, e in rows)
+        rows, text, bad = sweep(lambda cfg: gated_conv1x1(x, gate, w, b, r, "none", cfg=cfg), ref, CG,
+                                lambda c_: f"{c_['BM']}x{c_['BN']}x{c_['BK']}")
+        fails += bad
         print(f"gated {name}: Mul {mul:.1f} + cuDNN + epilogue = {old:.1f} µs | gated GEMM {text} | "
               f"best ÷ old {rows[0][0] / old:.2f}")
     return fails
@@ -194,16 +195,9 @@ def se_mlps(t0: float, budget_s: float) -> int:
         pair = min(median_us(lambda: gemm_epilogue(gemm_epilogue(a, w1, b1, trans_b=1, activation="Silu", cfg=cfg),
                                                    w2, b2, trans_b=1, activation="Sigmoid", cfg=cfg))
                    for cfg in (GC[6], GC[7], GC[8], GC[3]))
-        rows_ = []
-        for cfg in CM:
-            got = mlp2(a, w1, b1, w2, b2, 1, 1, act1="Silu", act2="Sigmoid", cfg=cfg)
-            err = float((got.float() - ref).abs().max())
-            fails += err > 4e-3
-            rows_.append((median_us(lambda: mlp2(a, w1, b1, w2, b2, 1, 1, act1="Silu", act2="Sigmoid", cfg=cfg)),
-                          cfg, err))
-        rows_.sort(key=lambda t: t[0])
-        text = ", ".join(f"{us:.1f} BO{c_['BO']}w{c_['warps']}{'' if e <= 4e-3 else f' FAIL err {e:.1e}'}"
-                         for us, c_, e in rows_)
+        rows_, text, bad = sweep(lambda cfg: mlp2(a, w1, b1, w2, b2, 1, 1, act1="Silu", act2="Sigmoid", cfg=cfg),
+                                 ref, CM, lambda c_: f"BO{c_['BO']}w{c_['warps']}")
+        fails += bad
         print(f"mlp {name}: two GEMM launches (best config) {pair:.1f} µs | one launch {text} | best ÷ pair "
               f"{rows_[0][0] / pair:.2f}")
     return fails
