@@ -169,9 +169,9 @@ def test_point_convolutions_on_a_pooled_image_become_gemms():
     x = np.random.default_rng(0).standard_normal((2, 8, 5, 5)).astype(np.float32)
     engine, _ = check_fused(data, feeds_for(data, x))
     found = ops(engine)
-    assert "FusedConv" not in found and "Conv" not in found and found.count("MatMulEpilogue") == 2
-    acts = [layer.attrs.get("activation") for layer in engine.data.layers if layer.op == "MatMulEpilogue"]
-    assert acts == ["Relu", "HardSigmoid"]
+    assert "FusedConv" not in found and "Conv" not in found and found.count("TwoLayerMLP") == 1   # both GEMMs
+    mlp = next(layer for layer in engine.data.layers if layer.op == "TwoLayerMLP")      # (two_layer_mlp.py)
+    assert (mlp.attrs["activation1"], mlp.attrs["activation2"]) == ("Relu", "HardSigmoid")
 
 
 def test_point_convolution_on_a_real_image_stays():

@@ -1,6 +1,7 @@
 """MatMulEpilogue → MatMulEpilogue ⇒ TwoLayerMLP (passes/rules/two_layer_mlp.py): fires for a squeeze-excite block's
 two fully connected layers (after conv_as_gemm made them GEMMs), numerics against onnxruntime and the unfused
-build, the engine file round trip; negative cases with their reasons (wide hidden layer, residual, many rows)."""
+build, the engine file round trip; negative cases with their reasons (wide hidden layer, residual, many rows, an
+MLP that does not read a pooled image)."""
 
 import numpy as np
 import pytest
@@ -33,26 +34,40 @@ def test_squeeze_excite_mlp_is_one_layer(tmp_path):
                                   list(engine.run(dict(feeds)).values())[0])
 
 
-class _Mlp(torch.nn.Module):
+class _PooledMlp(torch.nn.Module):
+    """GAP → flatten → Linear → ReLU → Linear [+ the pooled vector] → sigmoid: a squeeze-excite MLP written with
+    Linear layers (the pooled image read through a view)."""
+
     def __init__(self, c, hidden, residual=False):
         super().__init__()
         self.fc1, self.fc2, self.residual = torch.nn.Linear(c, hidden), torch.nn.Linear(hidden, c), residual
 
     def forward(self, x):
-        y = self.fc2(torch.relu(self.fc1(x)))
-        return y + x if self.residual else torch.sigmoid(y)
+        p = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1)
+        y = self.fc2(torch.relu(self.fc1(p)))
+        return torch.sigmoid(y + p if self.residual else y)
+
+
+class _Mlp(torch.nn.Module):
+    def __init__(self, c, hidden):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(c, hidden), torch.nn.Linear(hidden, c)
+
+    def forward(self, x):
+        return torch.sigmoid(self.fc2(torch.relu(self.fc1(x))))
+
+
+def test_pooled_mlp_of_linear_layers_fuses():
+    _, _, engine, _ = _build(_PooledMlp(16, 8), (3, 16, 4, 4))
+    assert ops(engine).count("TwoLayerMLP") == 1 and "MatMulEpilogue" not in ops(engine)
 
 
 @pytest.mark.parametrize("module,shape,reason", [
     (InvertedResidualSE(hidden=600, squeeze=300), (1, 8, 5, 5), "hidden width 300 > 256"),
-    (_Mlp(16, 32, residual=True), (4, 16), "adds a residual"),
-    (_Mlp(16, 32), (1, 300, 16), "300 rows > 256"),
-], ids=["wide-hidden", "residual", "many-rows"])
+    (_PooledMlp(16, 8, residual=True), (3, 16, 4, 4), "adds a residual"),
+    (_PooledMlp(16, 8), (300, 16, 2, 2), "300 rows > 256"),
+    (_Mlp(16, 32), (4, 16), "not a squeeze-excite MLP"),
+], ids=["wide-hidden", "residual", "many-rows", "not-pooled"])
 def test_two_layer_mlp_rejections(module, shape, reason):
     _, _, engine, text = _build(module, shape)
     assert "TwoLayerMLP" not in ops(engine) and reason in text
-
-
-def test_a_small_mlp_outside_squeeze_excite_fuses_too():
-    _, _, engine, _ = _build(_Mlp(16, 32), (4, 16))
-    assert ops(engine).count("TwoLayerMLP") == 1

@@ -158,7 +158,7 @@ _MLP_ATTRS = {**{f"{k}1": v for k, v in (("trans_b", 0), ("scale", 1.0), ("activ
 
 
 @op("TwoLayerMLP", attrs=_MLP_ATTRS)
-def two_layer_mlp(a, w1, b1, w2, b2, *, trans_b1=0, scale1=1.0, activation1="none", alpha1=0.0, beta1=0.0,
+def two_layer_mlp(a, w1, b1, w2, b2=None, *, trans_b1=0, scale1=1.0, activation1="none", alpha1=0.0, beta1=0.0,
                   trans_b2=0, scale2=1.0, activation2="none", alpha2=0.0, beta2=0.0):
     """out = MatMulEpilogue(MatMulEpilogue(a, w1, b1; ·1), w2, b2; ·2): h = act1(scale1·a·w1' + b1) in a's dtype,
     then act2(scale2·h·w2' + b2) (passes/rules/two_layer_mlp.py: a squeeze-excite block's two fully connected

@@ -8,10 +8,11 @@ Squeeze-excite blocks (MobileNetV3, EfficientNet; torchvision's SqueezeExcitatio
 At batch 1 each GEMM is a few-microsecond launch over ~C·H weights: the launches, not the arithmetic, are the
 cost (EfficientNet-B0 at batch 1: 32 launches, 82.3 µs of its 388.5 µs of kernels on the H200). TwoLayerMLP
 computes both in one launch (kernels/triton_mlp2.py), and its other tactics run the two GEMMs as before
-(kernels/mlp_pair.py), so timing keeps the better. Conditions: the first product's only reader is the second; no
-residual in either; constant 2-D weights; hidden width ≤ 256 (the fused kernel keeps h in registers); at most
-256 rows at every shape point (batch-sized products, not sequence-sized ones: BERT/GPT-2 FFNs have a residual
-and 3072-wide hidden layers anyway).
+(kernels/mlp_pair.py), so timing keeps the better. Conditions: the first GEMM reads a pooled image (N, C, 1, 1)
+through a view (Reshape/Flatten/Squeeze: the squeeze-excite form; other MLPs — transformer FFNs, classifier heads —
+keep their two GEMMs, each with its own timed tactic); the first product's only reader is the second; no residual
+in either; constant 2-D weights; hidden width ≤ 256 (the fused kernel keeps h in registers); at most 256 rows at
+every shape point.
 Runs after precision conversion (LATE_PASSES): both layers carry their final dtypes, which must agree, and
 quantized layers (QuantizedMatMul) are not MatMulEpilogue.
 """
@@ -28,6 +29,10 @@ MAX_ROWS = 256
 def _reason(g: Graph, first: Layer | None, second: Layer) -> str | None:
     if first is None or first.op != "MatMulEpilogue":
         return f"its input is produced by {first.op if first else 'no layer'}, not by a MatMulEpilogue"
+    view = g.producer(first.inputs[0])
+    pooled = g.shape(view.inputs[0]) if view is not None and view.op in ("Reshape", "Flatten", "Squeeze") else None
+    if pooled is None or len(pooled) != 4 or pooled[2:] != (1, 1):
+        return "the first GEMM does not read a pooled image (N, C, 1, 1) through a view: not a squeeze-excite MLP"
     h = first.outputs[0]
     if len(g.consumers(h)) != 1 or g.is_output(h):
         return "the hidden product has other readers"
