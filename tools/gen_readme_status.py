@@ -255,7 +255,7 @@ def render(root: Path = ROOT) -> str:
     """The block's text (markers included) from the files under `root`."""
     results = root / "bench" / "results"
     lines = [BEGIN]
-    for name, title in (("nvidia-h200.json", "fp16"), ("nvidia-h100-80gb-hbm3.json", "fp16, one commit on the H100")):
+    for name, title in (("nvidia-h200.json", "fp16"), ("nvidia-h100-80gb-hbm3.json", "fp16 on the H100 (rows from the runs named; each row's peers from its own run)")):
         record = _load(results / name)
         if record:
             lines += (_gelu_lines(record, name) + _zoo_lines(record, name, title)
