@@ -2,7 +2,7 @@
 
     GatedConv(x, gate, w, bias, residual) = FusedConv(x ⊙ gate, w, bias, residual)
 
-For every FusedConv tactic (cuDNN, oneDNN, torch, the Triton 1×1 GEMM …) one GatedConv tactic with the same
+For every FusedConv tactic (cuDNN, oneDNN, torch …; not the Triton 1×1 GEMM: DOMINATED) one GatedConv tactic with the same
 configs and priority runs torch's x·gate (one elementwise pass: read x, write x ⊙ g, 2·|x| of traffic) and then
 that tactic on the product. These are the kernels the unfused graph ran (the Mul, then the convolution's tactic),
 so a timed build that prefers them over the fused gate (kernels/triton_gated_conv1x1.py) loses nothing to the
@@ -17,6 +17,10 @@ from ..ir import Layer
 from .registry import Tactic, derive
 
 PREFIX = "mul_"
+# FusedConv tactics not wrapped: the Triton 1×1 GEMM after a separate Mul is the gated GEMM's own work plus a pass
+# over x (kernels/triton_gated_conv1x1.py scales A in the same loop), so it is never the faster of the two; left
+# out, a cold build compiles and times four candidates fewer per squeeze-excite projection
+DOMINATED = frozenset({"triton_conv1x1"})
 
 
 def as_fused_conv(layer: Layer) -> Layer:
@@ -49,4 +53,4 @@ def _wrap(inner: Tactic) -> Tactic:
 
 def derive_mul_first() -> int:
     """Register `gatedconv.mul_<name>` for every FusedConv tactic that has none yet; returns how many were added."""
-    return derive("GatedConv", "FusedConv", PREFIX, _wrap)
+    return derive("GatedConv", "FusedConv", PREFIX, _wrap, DOMINATED)

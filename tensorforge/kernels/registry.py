@@ -85,12 +85,12 @@ def register(t: Tactic) -> Tactic:
     return t
 
 
-def derive(op: str, from_op: str, prefix: str, wrap: Callable[[Tactic], Tactic]) -> int:
-    """Register `wrap(t)` — a tactic of `op` named prefix + t.name — for every tactic t of `from_op` that has none
-    yet (fused ops whose unfused kernels are another op's tactics: kernels/gated_conv.py, kernels/mlp_pair.py);
-    returns how many were added. Called again after the optional tactics load."""
+def derive(op: str, from_op: str, prefix: str, wrap: Callable[[Tactic], Tactic], skip: frozenset = frozenset()) -> int:
+    """Register `wrap(t)` — a tactic of `op` named prefix + t.name — for every tactic t of `from_op` not in `skip`
+    that has none yet (fused ops whose unfused kernels are another op's tactics: kernels/gated_conv.py,
+    kernels/mlp_pair.py); returns how many were added. Called again after the optional tactics load."""
     have = {t.name for t in registered(op)}
-    return len([register(wrap(t)) for t in registered(from_op) if prefix + t.name not in have])
+    return len([register(wrap(t)) for t in registered(from_op) if prefix + t.name not in have and t.name not in skip])
 
 
 def registered(op: str) -> list[Tactic]:

@@ -24,7 +24,9 @@ from .triton_gemm import ACTIVATIONS, apply_activation, kernel_activation
 
 MAX_HIDDEN = 256           # BH ≤ 256: the hidden vector and one W1 tile stay in registers
 MAX_ROWS = 256             # beyond that, the pair of tensor-core GEMMs: W1 re-read per program grows with rows
-CONFIGS = [{"BO": 32, "warps": 4}, {"BO": 64, "warps": 4}, {"BO": 128, "warps": 8}]
+# 32-output slices never won (H100, bench/results/conv-smoke-nvidia-h100-80gb-hbm3.txt: 128 with 8 warps in 4 of 5
+# squeeze-excite shapes, 64 with 4 warps within 3 % of it in the fifth): two configs, one compile fewer per width
+CONFIGS = [{"BO": 64, "warps": 4}, {"BO": 128, "warps": 8}]
 
 
 @triton.jit
@@ -72,7 +74,7 @@ def mlp2(a, w1, b1, w2, b2, trans_b1=0, trans_b2=0, scale1=1.0, scale2=1.0, act1
          act2="none", alpha2=0.0, beta2=0.0, cfg=None):
     """TwoLayerMLP through the one-launch kernel: a (…, C); w1 (H, C) when trans_b1 else (C, H); w2 (O, H) when
     trans_b2 else (H, O); returns (…, O) in a's dtype."""
-    cfg = {**CONFIGS[1], **(cfg or {})}
+    cfg = {**CONFIGS[0], **(cfg or {})}
     act1, act2 = kernel_activation(act1, alpha1), kernel_activation(act2, alpha2)
     for act in (act1, act2):
         if act not in ACTIVATIONS:

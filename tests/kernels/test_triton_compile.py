@@ -125,7 +125,7 @@ for dt in ("*fp16", "*fp32"):       # GatedConv 1×1: the squeeze-excite gate sc
               "G": cfg["G"]}, warps=cfg["warps"], stages=cfg["stages"])
 
 mlp_ints = "C H O s_am s_ak s_w1h s_w1c s_w2o s_w2h s_ym s_yo".split()
-for hidden, cfg in ((48, triton_mlp2.CONFIGS[1]), (240, triton_mlp2.CONFIGS[2])):   # TwoLayerMLP: SE's two GEMVs
+for hidden, cfg in ((48, triton_mlp2.CONFIGS[0]), (240, triton_mlp2.CONFIGS[1])):   # TwoLayerMLP: SE's two GEMVs
     bh, bc, bo = triton_mlp2._tiles(hidden, cfg)
     compile_(f"mlp2_h{hidden}", triton_mlp2._mlp2_kernel,
              {**ptrs(["A", "W1", "B1", "W2", "B2", "Y"], "*fp16"), **{n: "i32" for n in mlp_ints},
