@@ -12,8 +12,8 @@ epilogue, at MobileNetV3 / EfficientNet shapes; and the squeeze-excite projectio
 and the squeeze-excite MLPs as TwoLayerMLP (kernels/triton_mlp2.py, one launch) against two Triton GEMM launches.
 
 Per shape: cuDNN's convolution alone (channels-last, no bias: the floor of the old path), cuDNN + the Triton epilogue
-(the old tactic, `cudnn_triton_epilogue`), and every config of `triton_depthwise`, CUDA-graph replays back to back
-(bench/measure.cuda_times), median µs; each output checked against torch's float32 convolution of the same values.
+(the old tactic, `cudnn_triton_epilogue`), and every config of `triton_depthwise`, timed as the builder times tactics
+(median_us), median µs; each output checked against torch's float32 convolution of the same values.
 
     PYTHONPATH=. python3 bench/gpu_smoke/depthwise.py [--budget-s 110]
 """
@@ -28,8 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from measure import cuda_times  # noqa: E402
-from peers import capture  # noqa: E402   (the bench's CUDA-graph capture: warm-up and capture on a side stream)
+from tensorforge.builder.tactics import CudaEventTimer  # noqa: E402
 from tensorforge.kernels.triton_conv_epilogue import conv_bias_act_  # noqa: E402
 from tensorforge.kernels.triton_depthwise import CONFIGS, depthwise_conv, tap_major  # noqa: E402
 
@@ -43,8 +42,11 @@ SHAPES = [("convnext s1", 32, 96, 56, 7, 1, "none"), ("convnext s2", 32, 192, 28
 
 
 def median_us(fn) -> float:
-    t = sorted(cuda_times(capture(fn)))
-    return 1e3 * t[len(t) // 2]
+    """Median µs of one call as the builder times a candidate (builder/tactics.CudaEventTimer: a CUDA-graph replay
+    per timed run, L2 flushed before each). The flush also keeps the GPU busy while the host submits the replay: with
+    replays back to back and nothing queued ahead, every small case read ~20 µs on the H100 (session 39's smoke:
+    a 7×7×960 Mul, and the same Mul + a convolution, both 21 µs), the host's submission rather than the kernels."""
+    return 1e3 * CudaEventTimer(torch.device("cuda"), iters=20).measure("smoke", lambda: [fn()]).median_ms
 
 
 def sweep(run, ref, configs, describe) -> tuple[list, str, int]:

@@ -24,8 +24,9 @@ from .triton_gemm import ACTIVATIONS, apply_activation, kernel_activation
 
 MAX_HIDDEN = 256           # BH ≤ 256: the hidden vector and one W1 tile stay in registers
 MAX_ROWS = 256             # beyond that, the pair of tensor-core GEMMs: W1 re-read per program grows with rows
-# 32-output slices never won (H100, bench/results/conv-smoke-nvidia-h100-80gb-hbm3.txt: 128 with 8 warps in 4 of 5
-# squeeze-excite shapes, 64 with 4 warps within 3 % of it in the fifth): two configs, one compile fewer per width
+# 32-output slices were the slowest at both batch-32 squeeze-excite shapes of the H100 conv smoke (26.8 and 34.2 µs
+# against 17.6 and 31.2 for 128 with 8 warps; bench/results/conv-smoke-nvidia-h100-80gb-hbm3.txt, whose batch-1
+# cases sit at its ~20 µs floor): two configs, one compile fewer per hidden width
 CONFIGS = [{"BO": 64, "warps": 4}, {"BO": 128, "warps": 8}]
 
 
