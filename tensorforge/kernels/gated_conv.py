@@ -2,8 +2,8 @@
 
     GatedConv(x, gate, w, bias, residual) = FusedConv(x ⊙ gate, w, bias, residual)
 
-For every FusedConv tactic (cuDNN, oneDNN, torch …; not the Triton 1×1 GEMM: DOMINATED) one GatedConv tactic with the same
-configs and priority runs torch's x·gate (one elementwise pass: read x, write x ⊙ g, 2·|x| of traffic) and then
+For every FusedConv tactic (cuDNN, oneDNN, torch …; not the Triton 1×1 GEMM: DOMINATED) one GatedConv tactic with
+the same configs and priority runs torch's x·gate (one elementwise pass: read x, write x ⊙ g, 2·|x| of traffic) and then
 that tactic on the product. These are the kernels the unfused graph ran (the Mul, then the convolution's tactic),
 so a timed build that prefers them over the fused gate (kernels/triton_gated_conv1x1.py) loses nothing to the
 fusion rule, and on the CPU the convolution keeps its oneDNN primitive.

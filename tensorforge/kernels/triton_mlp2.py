@@ -92,9 +92,9 @@ def mlp2(a, w1, b1, w2, b2, trans_b1=0, trans_b2=0, scale1=1.0, scale2=1.0, act1
     if a2.shape[0] and out:
         _mlp2_kernel[(a2.shape[0], triton.cdiv(out, bo))](
             a2, w1_hc, y if b1 is None else b1.reshape(-1), w2_oh, y if b2 is None else b2.reshape(-1), y, c, hidden,
-            out, *a2.stride(), *w1_hc.stride(), *w2_oh.stride(), *y.stride(), float(scale1), float(alpha1), float(beta1),
-            float(scale2), float(alpha2), float(beta2), HAS_B1=b1 is not None, HAS_B2=b2 is not None, ACT1=act1,
-            ACT2=act2, BH=bh, BC=bc, BO=bo, num_warps=cfg["warps"])
+            out, *a2.stride(), *w1_hc.stride(), *w2_oh.stride(), *y.stride(), float(scale1), float(alpha1),
+            float(beta1), float(scale2), float(alpha2), float(beta2), HAS_B1=b1 is not None, HAS_B2=b2 is not None,
+            ACT1=act1, ACT2=act2, BH=bh, BC=bc, BO=bo, num_warps=cfg["warps"])
     return y.reshape(*a.shape[:-1], out)
 
 
