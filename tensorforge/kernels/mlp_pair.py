@@ -13,6 +13,7 @@ Entry point: `derive_pairs()` (kernels/__init__, after the eager tactics and aga
 import torch
 
 from ..ir import Layer
+from ..ir.ops.fused import mlp_layer_attrs
 from .registry import Tactic, derive
 
 PREFIX = "pair_"
@@ -20,14 +21,11 @@ PREFIX = "pair_"
 
 def halves(layer: Layer) -> tuple[Layer, Layer]:
     """The two MatMulEpilogue layers of TwoLayerMLP `layer`: (a, w1, b1) → h and (h, w2, b2) → y."""
-    a = layer.attrs
     ins = list(layer.inputs) + [""] * (5 - len(layer.inputs))
     h = f"{layer.name}/h"
 
     def attrs(k):
-        return {"trans_b": a.get(f"trans_b{k}", 0), "scale": a.get(f"scale{k}", 1.0),
-                "activation": a.get(f"activation{k}", "none"), "alpha": a.get(f"alpha{k}", 0.0),
-                "beta": a.get(f"beta{k}", 0.0), "residual_first": 0}
+        return {**mlp_layer_attrs(layer.attrs, k), "residual_first": 0}
     first = Layer(f"{layer.name}/1", "MatMulEpilogue", [ins[0], ins[1], ins[2]], [h], attrs(1), list(layer.origin),
                   placement=layer.placement, precision=layer.precision)
     second = Layer(f"{layer.name}/2", "MatMulEpilogue", [h, ins[3], ins[4]], list(layer.outputs), attrs(2),
@@ -40,7 +38,8 @@ def hidden_width(w1: torch.Tensor, trans_b1: int) -> int:
     return int(w1.shape[0] if trans_b1 else w1.shape[-1])
 
 
-def _operands(inputs: list) -> list:
+def mlp_operands(inputs: list) -> list:
+    """(a, w1, b1, w2, b2) of a TwoLayerMLP's inputs, absent ones None."""
     return list(inputs) + [None] * (5 - len(inputs))
 
 
@@ -50,7 +49,7 @@ def _wrap(inner: Tactic) -> Tactic:
         return inner.supports(first, device) or inner.supports(second, device)
 
     def fits(layer, cfg, inputs):
-        a, w1, b1, w2, b2 = _operands(inputs)
+        a, w1, b1, w2, b2 = mlp_operands(inputs)
         if not all(isinstance(t, torch.Tensor) for t in (a, w1)):
             return None
         first, second = halves(layer)
@@ -63,7 +62,7 @@ def _wrap(inner: Tactic) -> Tactic:
         k1, k2 = inner.build(first, cfg, device), inner.build(second, cfg, device)
 
         def run(inputs):
-            a, w1, b1, w2, b2 = _operands(inputs)
+            a, w1, b1, w2, b2 = mlp_operands(inputs)
             return k2([k1([a, w1, b1])[0], w2, b2])
         return run
 

@@ -18,12 +18,11 @@ import torch
 import triton
 import triton.language as tl
 
+from ..ir.ops.fused import MLP_MAX_HIDDEN as MAX_HIDDEN, MLP_MAX_ROWS as MAX_ROWS, mlp_layer_attrs
+from .mlp_pair import hidden_width, mlp_operands
 from .registry import tactic, triton_device_reason
-from .mlp_pair import hidden_width
 from .triton_gemm import ACTIVATIONS, apply_activation, kernel_activation
 
-MAX_HIDDEN = 256           # BH ≤ 256: the hidden vector and one W1 tile stay in registers
-MAX_ROWS = 256             # beyond that, the pair of tensor-core GEMMs: W1 re-read per program grows with rows
 # 32-output slices were the slowest at both batch-32 squeeze-excite shapes of the H100 conv smoke (26.8 and 34.2 µs
 # against 17.6 and 31.2 for 128 with 8 warps; bench/results/conv-smoke-nvidia-h100-80gb-hbm3.txt, whose batch-1
 # cases sit at its ~20 µs floor): two configs, one compile fewer per hidden width
@@ -129,12 +128,10 @@ class TritonMlp2:
 
     @staticmethod
     def build(layer, cfg, device):
-        at = layer.attrs
+        first, second = mlp_layer_attrs(layer.attrs, 1), mlp_layer_attrs(layer.attrs, 2)
+        args = (first["trans_b"], second["trans_b"], first["scale"], second["scale"], first["activation"],
+                first["alpha"], first["beta"], second["activation"], second["alpha"], second["beta"], cfg)
 
         def run(inputs):
-            a, w1, b1, w2, b2 = (list(inputs) + [None] * 5)[:5]
-            return [mlp2(a, w1, b1, w2, b2, at.get("trans_b1", 0), at.get("trans_b2", 0), at.get("scale1", 1.0),
-                         at.get("scale2", 1.0), at.get("activation1", "none"), at.get("alpha1", 0.0),
-                         at.get("beta1", 0.0), at.get("activation2", "none"), at.get("alpha2", 0.0),
-                         at.get("beta2", 0.0), cfg)]
+            return [mlp2(*mlp_operands(inputs), *args)]
         return run

@@ -133,6 +133,9 @@ def apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first, s
 
 
 _EPILOGUE_ATTRS = {"activation": "none", "alpha": 0.0, "beta": 0.0, "residual_first": 0}
+# FusedConv, GatedConv and FusedConvPool: Conv's attributes and the epilogue's
+_FUSED_CONV_ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
+                     "strides": None, **_EPILOGUE_ATTRS}
 
 
 @op("MatMulEpilogue", attrs={"trans_b": 0, "scale": 1.0, **_EPILOGUE_ATTRS})
@@ -151,26 +154,28 @@ def matmul_epilogue(a, b, bias=None, residual=None, *, trans_b=0, scale=1.0, act
     return apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first)
 
 
-_MLP_ATTRS = {**{f"{k}1": v for k, v in (("trans_b", 0), ("scale", 1.0), ("activation", "none"), ("alpha", 0.0),
-                                          ("beta", 0.0))},
-              **{f"{k}2": v for k, v in (("trans_b", 0), ("scale", 1.0), ("activation", "none"), ("alpha", 0.0),
-                                         ("beta", 0.0))}}
+# one layer's MatMulEpilogue attributes (no residual) as TwoLayerMLP carries them, suffixed 1 and 2
+MLP_LAYER_ATTRS = {"trans_b": 0, "scale": 1.0, "activation": "none", "alpha": 0.0, "beta": 0.0}
+MLP_MAX_HIDDEN = 256     # the one-launch kernel keeps the hidden vector and one W1 tile in registers
+MLP_MAX_ROWS = 256       # past that, each program's re-read of W1 makes the pair of tensor-core GEMMs the better
 
 
-@op("TwoLayerMLP", attrs=_MLP_ATTRS)
-def two_layer_mlp(a, w1, b1, w2, b2=None, *, trans_b1=0, scale1=1.0, activation1="none", alpha1=0.0, beta1=0.0,
-                  trans_b2=0, scale2=1.0, activation2="none", alpha2=0.0, beta2=0.0):
+def mlp_layer_attrs(attrs: dict, k: int) -> dict:
+    """Layer k's (1 or 2) MatMulEpilogue attributes out of a TwoLayerMLP's, with the defaults."""
+    return {name: attrs.get(f"{name}{k}", default) for name, default in MLP_LAYER_ATTRS.items()}
+
+
+@op("TwoLayerMLP", attrs={f"{k}{i}": v for i in (1, 2) for k, v in MLP_LAYER_ATTRS.items()})
+def two_layer_mlp(a, w1, b1, w2, b2=None, **attrs):
     """out = MatMulEpilogue(MatMulEpilogue(a, w1, b1; ·1), w2, b2; ·2): h = act1(scale1·a·w1' + b1) in a's dtype,
     then act2(scale2·h·w2' + b2) (passes/rules/two_layer_mlp.py: a squeeze-excite block's two fully connected
-    layers, C → H → C, H ≤ 256). b1/b2 may be absent (empty input). One launch instead of two, and h (rows × H)
-    never leaves the chip; the two weights are read once per program, from L2 after the first."""
-    h = matmul_epilogue(a, w1, b1, trans_b=trans_b1, scale=scale1, activation=activation1, alpha=alpha1, beta=beta1)
-    return matmul_epilogue(h, w2, b2, trans_b=trans_b2, scale=scale2, activation=activation2, alpha=alpha2,
-                           beta=beta2)
+    layers, C → H → C, H ≤ MLP_MAX_HIDDEN). b1/b2 may be absent (empty input). One launch instead of two, and h
+    (rows × H) never leaves the chip; the two weights are read once per program, from L2 after the first."""
+    h = matmul_epilogue(a, w1, b1, **mlp_layer_attrs(attrs, 1))
+    return matmul_epilogue(h, w2, b2, **mlp_layer_attrs(attrs, 2))
 
 
-@op("FusedConv", attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
-                        "strides": None, **_EPILOGUE_ATTRS})
+@op("FusedConv", attrs=_FUSED_CONV_ATTRS)
 def fused_conv(x, w, bias=None, residual=None, slope=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                pads=None, strides=None, activation="none", alpha=0.0, beta=0.0, residual_first=0):
     """out = epilogue(Conv(x, w)) with Conv's ONNX attributes and the epilogue act(· + bias [+ residual])
@@ -187,8 +192,7 @@ def fused_conv(x, w, bias=None, residual=None, slope=None, *, auto_pad="NOTSET",
     return apply_epilogue(y, bias, residual, activation, alpha, beta, residual_first, slope)
 
 
-@op("GatedConv", attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
-                        "strides": None, **_EPILOGUE_ATTRS})
+@op("GatedConv", attrs=_FUSED_CONV_ATTRS)
 def gated_conv(x, gate, w, bias=None, residual=None, **attrs):
     """out = FusedConv(x ⊙ gate, w, bias, residual): a squeeze-excite gate (N, C, 1, 1) scales x's channels per
     sample before the convolution (passes/rules/se_gate.py: Mul(x, σ(FC(GAP(x)))) → 1×1 projection, as in
@@ -198,8 +202,7 @@ def gated_conv(x, gate, w, bias=None, residual=None, **attrs):
     return fused_conv(x * gate, w, bias, residual, **attrs)
 
 
-@op("FusedConvPool", attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
-                            "strides": None, **_EPILOGUE_ATTRS})
+@op("FusedConvPool", attrs=_FUSED_CONV_ATTRS)
 def fused_conv_pool(x, w, bias=None, residual=None, slope=None, **attrs):
     """(Y, P): Y = FusedConv(x, w, bias, residual) and P = GlobalAveragePool(Y), P[n, c] = (1/S)·Σ_s Y[n, c, s]
     (passes/rules/conv_pool.py). A squeeze-excite block, or a network's last pooled feature map, reads Y back

@@ -44,7 +44,8 @@ def _operands(g: Graph, mul: Layer) -> tuple[str, str] | str:
     return f"operand shapes {shapes}: not x (N, C, H, W) times a computed gate (N, C, 1, 1)"
 
 
-def _reason(g: Graph, conv: Layer, mul: Layer | None) -> str | None:
+def _match(g: Graph, conv: Layer, mul: Layer | None) -> tuple[str, str] | str:
+    """(x, gate) when Mul(x, gate) → `conv` becomes a GatedConv, else the reason it does not."""
     if mul is None or mul.op != "Mul":
         return f"its input is produced by {mul.op if mul else 'no layer'}, not by a Mul"
     w = g.constant(conv.inputs[1]) if len(conv.inputs) > 1 else None
@@ -57,8 +58,7 @@ def _reason(g: Graph, conv: Layer, mul: Layer | None) -> str | None:
         return "a PRelu epilogue (slope input): GatedConv has none"
     if len(g.consumers(mul.outputs[0])) != 1 or g.is_output(mul.outputs[0]):
         return "the gated tensor x ⊙ gate has other readers (it would still be written)"
-    ops = _operands(g, mul)
-    return ops if isinstance(ops, str) else None
+    return _operands(g, mul)
 
 
 def fuse_se_gate(net: Network, shape_points: list[dict] | None = None, max_fold_elements: int = 1 << 24,
@@ -72,12 +72,12 @@ def fuse_se_gate(net: Network, shape_points: list[dict] | None = None, max_fold_
         if conv.op not in ("Conv", "FusedConv") or not conv.inputs:
             continue
         mul = g.producer(conv.inputs[0])
-        why = _reason(g, conv, mul)
-        if why:
+        found = _match(g, conv, mul)
+        if isinstance(found, str):
             if mul is not None and mul.op == "Mul":       # only convolutions behind a Mul are worth a line
-                record_rejection(RULE_NAME, conv.name, why, rejections)
+                record_rejection(RULE_NAME, conv.name, found, rejections)
             continue
-        x, gate = _operands(g, mul)
+        x, gate = found
         rest = list(conv.inputs[1:])
         attrs = dict(conv.attrs)
         if conv.op == "Conv":       # Conv(x, w[, b]): its bias is the epilogue's

@@ -18,12 +18,11 @@ quantized layers (QuantizedMatMul) are not MatMulEpilogue.
 """
 
 from ...ir import Layer, Network
+from ...ir.ops.fused import MLP_LAYER_ATTRS, MLP_MAX_HIDDEN as MAX_HIDDEN, MLP_MAX_ROWS as MAX_ROWS
 from ..pattern import Graph
 from .base import record_rejection, splice_layers
 
 RULE_NAME = "MatMulEpilogue(MatMulEpilogue(a)) ⇒ TwoLayerMLP"
-MAX_HIDDEN = 256
-MAX_ROWS = 256
 
 
 def _reason(g: Graph, first: Layer | None, second: Layer) -> str | None:
@@ -80,8 +79,7 @@ def fuse_two_layer_mlp(net: Network, shape_points: list[dict] | None = None, max
             continue
         ins = [(list(layer.inputs) + ["", ""])[:3] for layer in (first, second)]
         attrs = {f"{k}{i}": layer.attrs.get(k, default) for i, layer in ((1, first), (2, second))
-                 for k, default in (("trans_b", 0), ("scale", 1.0), ("activation", "none"), ("alpha", 0.0),
-                                    ("beta", 0.0))}
+                 for k, default in MLP_LAYER_ATTRS.items()}
         inputs = ins[0] + ins[1][1:]
         while inputs and not inputs[-1]:
             inputs.pop()
