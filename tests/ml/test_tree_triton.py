@@ -33,7 +33,8 @@ def _run(model, x):
 
 @pytest.mark.parametrize("mode", rt.MODES)
 def test_regressor_each_mode(mode):
-    rng = np.random.default_rng(hash(mode) % 1000)
+    # a fixed seed per mode: hash(str) is salted per process, which made the ensembles (and the outcome) vary
+    rng = np.random.default_rng(101 + rt.MODES.index(mode))
     trees = rt.random_trees(rng, 7, 4, 2, 4, [mode], GRID)
     model = rt.model_of(rt.v3_node(trees, "target", 2, aggregate_function="AVERAGE", base_values=[0.5, -1.0]), 4,
                         [("Y", 1)])
