@@ -18,7 +18,7 @@
 #        beside one-pass, CUDA-graph timed), the conv smoke (depthwise, 1×1, gated 1×1 and SE-MLP kernels against cuDNN / the GEMM pair), then INT8 and
 #        best rows at batch 1 for bert-base, resnet50 and mobilenet_v3_large beside their fp16 engines (MODELS=
 #        narrows it; BATCHES=1,32 adds INT8 rows at 32;
-#        PRECISIONS=int8 drops the best rows; SKIP_SMOKE=1 leaves the quantized-kernel smoke out).
+#        PRECISIONS=int8 drops the best rows; SKIP_SMOKE=1 leaves both smokes out, SKIP_QUANT_SMOKE=1 the quantized one).
 #   bash bench/h200_session.sh PRECISION "<label>" [S]
 #        precision rows (BERT INT8 b32; resnet50 INT8 and the INT8 spec b32), the dynamic-shape rows, and the GPU
 #        smokes (control flow, trees, INT8 layers, build time, contrib ops) into one file, within S seconds.
@@ -78,8 +78,8 @@ case "$1" in
     timeout 150 python3 -m pytest -v --tb=short -p no:cacheprovider tests -k "(cuda or hopper) and not sm90" \
             --ignore=tests/serve --ignore=tests/onnx_backend >> "$OUT/smokes.txt" 2>&1
     echo "pytest rc=$?" | tee -a "$OUT/smokes.txt"
-    [ -n "${SKIP_SMOKE:-}" ] || smoke quant_kernels 120      # SKIP_SMOKE=1: the rows right after the tests
-    [ -n "${SKIP_SMOKE:-}" ] || smoke depthwise 130          # depthwise, 1×1, gated 1×1, SE MLP against the old path
+    [ -n "${SKIP_SMOKE:-}${SKIP_QUANT_SMOKE:-}" ] || smoke quant_kernels 120   # SKIP_SMOKE=1: rows after the tests
+    [ -n "${SKIP_SMOKE:-}" ] || smoke depthwise 200          # depthwise (+ rows configs explored), 1×1, gated, SE MLP vs old
     bench --part precision --models "${ASKED_MODELS:-bert_base_seq128,resnet50,mobilenet_v3_large}" --precisions "${PRECISIONS:-int8,best}" \
           --precision-batches "${BATCHES:-1}" --precision-extra "" --kernel-profiles
     ;;

@@ -12,10 +12,10 @@ epilogue, at MobileNetV3 / EfficientNet shapes; and the squeeze-excite projectio
 and the squeeze-excite MLPs as TwoLayerMLP (kernels/triton_mlp2.py, one launch) against two Triton GEMM launches.
 
 Per shape: cuDNN's convolution alone (channels-last, no bias: the floor of the old path), cuDNN + the Triton epilogue
-(the old tactic, `cudnn_triton_epilogue`), and every config of `triton_depthwise`, timed as the builder times tactics
-(median_us), median µs; each output checked against torch's float32 convolution of the same values.
+(the old tactic, `cudnn_triton_epilogue`), every config of `triton_depthwise` and EXPLORE's (marked *), timed as the
+builder times tactics (median_us), median µs; each output checked against torch's float32 convolution of the same values.
 
-    PYTHONPATH=. python3 bench/gpu_smoke/depthwise.py [--budget-s 110]
+    PYTHONPATH=. python3 bench/gpu_smoke/depthwise.py [--budget-s 170]
 """
 
 import argparse
@@ -41,6 +41,18 @@ SHAPES = [("convnext s1", 32, 96, 56, 7, 1, "none"), ("convnext s2", 32, 192, 28
           ("convnext s1 b1", 1, 96, 56, 7, 1, "none"), ("mobilenet 240@28 b1", 1, 240, 28, 3, 1, "HardSwish")]
 
 
+# rows-kernel configs timed beside the tactic's CONFIGS (marked * in the output), to choose the next CONFIGS from
+EXPLORE = [{"layout": "rows", "BH": bh, "BW": bw, "BC": bc, "warps": wp}
+           for bh, bw, bc, wp in ((1, 32, 32, 4), (2, 16, 32, 4), (2, 8, 64, 4), (4, 16, 32, 8), (8, 8, 32, 8))]
+
+
+def describe(cfg: dict) -> str:
+    """A config in a few characters: rows BHxBWxBC, or the flat kernel's layout BLOCK_PxBLOCK_C."""
+    shape = (f"{cfg['BH']}x{cfg['BW']}x{cfg['BC']}" if cfg["layout"] == "rows"
+             else f"{cfg['BLOCK_P']}x{cfg['BLOCK_C']}")
+    return f"{cfg['layout']} {shape}{'' if cfg in CONFIGS else '*'}"
+
+
 def median_us(fn) -> float:
     """Median µs of one call as the builder times a candidate (builder/tactics.CudaEventTimer: a CUDA-graph replay
     per timed run, L2 flushed before each). The flush also keeps the GPU busy while the host submits the replay: with
@@ -64,7 +76,7 @@ def sweep(run, ref, configs, describe) -> tuple[list, str, int]:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--budget-s", type=float, default=110.0)
+    p.add_argument("--budget-s", type=float, default=170.0)
     args = p.parse_args()
     t0 = time.perf_counter()
     dev = torch.device("cuda")
@@ -87,7 +99,7 @@ def main() -> int:
         old = median_us(lambda: conv_bias_act_(F.conv2d(x, wl, None, s, k // 2, 1, c), b, None, act))
         wt = tap_major(w)
         rows = []
-        for cfg in CONFIGS:
+        for cfg in CONFIGS + EXPLORE:
             out = depthwise_conv(x, w, b, None, attrs, act, channels_last=cfg["layout"] == "nhwc", cfg=cfg, wt=wt)
             err = float((out.float() - ref).abs().max()) / scale
             ok = err <= 4e-3
@@ -98,11 +110,12 @@ def main() -> int:
         rows.sort(key=lambda r: r[0])
         totals["cudnn+epilogue"] += old if b is not None else cudnn
         totals["triton best"] += rows[0][0]
-        text = ", ".join(f"{us:.1f} {c_['layout']} {c_['BLOCK_P']}x{c_['BLOCK_C']}{'' if ok else f' FAIL err {e:.1e}'}"
-                         for us, c_, e, ok in rows)
+        text = ", ".join(f"{us:.1f} {describe(c_)}{'' if ok else f' FAIL err {e:.1e}'}" for us, c_, e, ok in rows)
+        in_tactic = min(us for us, c_, _, _ in rows if c_ in CONFIGS)
         base = old if b is not None else cudnn
         print(f"{name} (N{n} C{c} {h}x{h} k{k} s{s} {act}): cuDNN {cudnn:.1f} µs, cuDNN + epilogue {old:.1f} | "
-              f"triton {text} | best ÷ old path {rows[0][0] / base:.2f}")
+              f"triton {text} | best ÷ old path {rows[0][0] / base:.2f}, best of CONFIGS ÷ old "
+              f"{in_tactic / base:.2f}")
     print(f"sum over the shapes: old path {totals['cudnn+epilogue']:.1f} µs, triton best {totals['triton best']:.1f}"
           f" µs; {fails} FAIL; {time.perf_counter() - t0:.1f} s")
     fails += pointwise_convs(t0, args.budget_s)

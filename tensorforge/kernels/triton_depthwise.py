@@ -32,13 +32,17 @@ from .quant_store import coded_output, quant_attrs, store_codes
 from .registry import tactic
 from .torch_fused import epilogue_attrs, epilogue_operands
 from .triton_conv_epilogue import _CudnnTritonEpilogue
+from .triton_depthwise_rows import _depthwise_rows_kernel, rows_grid
 from .triton_gemm import ACTIVATIONS, kernel_activation, residual_activation
 
 # channels-last: channels are contiguous, so wide channel tiles make full 128-byte loads; NCHW: positions are.
-# Three configs only: each is one more Triton compile per depthwise shape in a cold build.
-# BLOCK_C 32 for channel counts that are odd multiples of 32 (ConvNeXt-T's 96: a 64-channel tile masks a quarter)
-CONFIGS = ([{"layout": "nhwc", "BLOCK_P": bp, "BLOCK_C": bc, "warps": 4} for bp, bc in ((32, 64), (64, 32))]
-           + [{"layout": "nchw", "BLOCK_P": 64, "BLOCK_C": 16, "warps": 4}])
+# "rows" (triton_depthwise_rows.py): channels-last, BH output rows × BW columns per program, input rows reused.
+# Each config is one more Triton compile per depthwise shape in a cold build, so few of them.
+# BLOCK_C / BC 32 for channel counts that are odd multiples of 32 (ConvNeXt-T's 96: a 64-channel tile masks a quarter)
+CONFIGS = ([{"layout": "rows", "BH": bh, "BW": bw, "BC": bc, "warps": 4} for bh, bw, bc in ((1, 16, 32), (4, 8, 32))]
+           + [{"layout": "nhwc", "BLOCK_P": 32, "BLOCK_C": 64, "warps": 4},
+              {"layout": "nchw", "BLOCK_P": 64, "BLOCK_C": 16, "warps": 4}])
+CHANNELS_LAST = ("nhwc", "rows")
 
 
 @triton.jit
@@ -140,7 +144,8 @@ def depthwise_conv(x, w, bias=None, residual=None, attrs=None, activation="none"
     zero_point, dtype, store_y}): returns (y or None when not quant["store_y"], Q(y)), the codes laid out like y;
     with pool, the Q is P's: (y or None, P or None when not quant["store_y"], Q(P)) (FusedConvPoolQuantize)."""
     attrs = attrs or {}
-    cfg = {**CONFIGS[0], **(cfg or {})}
+    cfg = {"layout": "nhwc" if channels_last else "nchw", **(cfg or CONFIGS[0])}   # no layout given: the flag's
+    channels_last = channels_last or cfg["layout"] == "rows"      # the rows kernel reads channels-last only
     activation = kernel_activation(activation, alpha)
     if activation not in ACTIVATIONS:
         raise ValueError(f"unknown epilogue activation {activation!r}")
@@ -175,15 +180,26 @@ def depthwise_conv(x, w, bias=None, residual=None, attrs=None, activation="none"
     if residual is not None and tuple(residual.shape) != tuple(y.shape):
         residual = residual.expand(y.shape)
     r = residual if residual is not None else y
-    grid = (triton.cdiv(positions, cfg["BLOCK_P"]), triton.cdiv(c, cfg["BLOCK_C"]), n)
-    part = torch.empty((n, grid[0], c), dtype=torch.float32, device=x.device) if pool else None
-    _depthwise_kernel[grid](x, wt, bias if bias is not None else wt, r, y, c, h, wd, out[1], positions,
-                            *x.stride(), *y.stride(), *r.stride(), strides[0], strides[1], begin[0], begin[1],
-                            dilations[0], dilations[1], float(alpha), float(beta), KH=kh, KW=kw,
-                            HAS_BIAS=bias is not None, HAS_RES=residual is not None,
-                            RES_FIRST=bool(residual_first), ACT=activation, BLOCK_P=cfg["BLOCK_P"],
-                            BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["warps"], Part=part,
-                            STORE_Y=bool(store_y or not (pool or quant)), POOL=bool(pool), **q_args)
+    common = dict(HAS_BIAS=bias is not None, HAS_RES=residual is not None, RES_FIRST=bool(residual_first),
+                  ACT=activation, STORE_Y=bool(store_y or not (pool or quant)), POOL=bool(pool), **q_args)
+    b_arg = bias if bias is not None else wt
+    if cfg["layout"] == "rows":
+        c8 = all(v % 8 == 0 for v in (c, x.stride(0), x.stride(2), x.stride(3), y.stride(0), y.stride(2), y.stride(3)))
+        grid = rows_grid(out, c, n, cfg)
+        part = torch.empty((n, grid[0], c), dtype=torch.float32, device=x.device) if pool else None
+        _depthwise_rows_kernel[grid](x, wt, b_arg, r, y, c, h, wd, out[0], out[1], x.stride(0), x.stride(2),
+                                     x.stride(3), y.stride(0), y.stride(2), y.stride(3), *r.stride(), begin[0],
+                                     begin[1], float(alpha), float(beta), KH=kh, KW=kw, SH=strides[0],
+                                     SW=strides[1], DH=dilations[0], DW=dilations[1], BH=cfg["BH"], BW=cfg["BW"],
+                                     BC=cfg["BC"], C8=c8,
+                                     num_warps=cfg["warps"], Part=part, **common)
+    else:
+        grid = (triton.cdiv(positions, cfg["BLOCK_P"]), triton.cdiv(c, cfg["BLOCK_C"]), n)
+        part = torch.empty((n, grid[0], c), dtype=torch.float32, device=x.device) if pool else None
+        _depthwise_kernel[grid](x, wt, b_arg, r, y, c, h, wd, out[1], positions, *x.stride(), *y.stride(),
+                                *r.stride(), strides[0], strides[1], begin[0], begin[1], dilations[0],
+                                dilations[1], float(alpha), float(beta), KH=kh, KW=kw, BLOCK_P=cfg["BLOCK_P"],
+                                BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["warps"], Part=part, **common)
     if codes is not None:
         return (y if store_y else None), codes
     if not pool:
@@ -228,7 +244,7 @@ class _TritonDepthwise:
             if kept[0] is not w:
                 kept[0], kept[1] = w, tap_major(w)
             out = depthwise_conv(x, w, bias, residual, attrs, act, alpha, beta, res_first,
-                                 cfg.get("layout") == "nhwc", cfg, kept[1], pool, store_y, quant)
+                                 cfg.get("layout") in CHANNELS_LAST, cfg, kept[1], pool, store_y, quant)
             return list(out) if isinstance(out, tuple) else [out]
         return run
 

@@ -21,7 +21,7 @@ from tensorforge.ir import Layer
 from tensorforge.codegen import generate_pointwise
 from tensorforge.kernels import triton_attention, triton_gemm, triton_layernorm, triton_softmax
 from tensorforge.kernels import triton_add_layernorm, triton_conv_epilogue, triton_conv_pool, triton_pool
-from tensorforge.kernels import triton_depthwise, triton_gated_conv1x1, triton_mlp2
+from tensorforge.kernels import triton_depthwise, triton_depthwise_rows, triton_gated_conv1x1, triton_mlp2
 from tensorforge.kernels.generated import load_module, register_source
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -96,7 +96,7 @@ for dt in ("*fp16", "*fp32"):
               "alpha": "fp32", "beta": "fp32", "Q": "*i8" if q else dt, **ln_q},
              {"HAS_BIAS": True, "HAS_RES": dt == "*fp16", "RES_FIRST": False, "ACT": "Silu",
               "STORE_Y": dt == "*fp32", "BLOCK_C": 16, "BLOCK_HW": 128, "Q_KIND": int(q), "STORE_P": not q})
-for dt, cfg in (("*fp16", triton_depthwise.CONFIGS[0]), ("*fp32", triton_depthwise.CONFIGS[-1])):
+for dt, cfg in (("*fp16", triton_depthwise.CONFIGS[2]), ("*fp32", triton_depthwise.CONFIGS[-1])):
     dw_ints = "C H W OW P s_xn s_xc s_xh s_xw s_yn s_yc s_yh s_yw s_rn s_rc s_rh s_rw stride_h stride_w pad_h pad_w"
     pool = dt == "*fp16"      # fp16: FusedConvPool's form (partial sums of the pool, y not written)
     compile_(f"depthwise{dt}", triton_depthwise._depthwise_kernel,
@@ -105,6 +105,18 @@ for dt, cfg in (("*fp16", triton_depthwise.CONFIGS[0]), ("*fp32", triton_depthwi
              {"KH": 3 if pool else 5, "KW": 3 if pool else 5, "HAS_BIAS": True, "HAS_RES": pool, "RES_FIRST": False,
               "ACT": "HardSwish", "BLOCK_P": cfg["BLOCK_P"], "BLOCK_C": cfg["BLOCK_C"], "STORE_Y": not pool,
               "POOL": pool, "Q_KIND": 0}, warps=cfg["warps"])
+rows_ints = "C H W OH OW s_xn s_xh s_xw s_yn s_yh s_yw s_rn s_rc s_rh s_rw pad_h pad_w"
+rows_cases = (("depthwise_rows_7x7", triton_depthwise.CONFIGS[1],
+               {"KH": 7, "KW": 7, "SH": 1, "SW": 1, "POOL": False, "C8": False}),
+              ("depthwise_rows_5x5_s2_pool", triton_depthwise.CONFIGS[0],
+               {"KH": 5, "KW": 5, "SH": 2, "SW": 2, "POOL": True, "C8": True}))
+for name, cfg, consts in rows_cases:
+    compile_(name, triton_depthwise_rows._depthwise_rows_kernel,
+             {**ptrs(["X", "Wt", "Bias", "R", "Y"], "*fp16"), **{n: "i32" for n in rows_ints.split()},
+              "alpha": "fp32", "beta": "fp32", "Part": "*fp32", "Q": "*fp16", **ln_q},
+             {**consts, "DH": 1, "DW": 1, "HAS_BIAS": True, "HAS_RES": not consts["POOL"], "RES_FIRST": False,
+              "ACT": "HardSwish", "BH": cfg["BH"], "BW": cfg["BW"], "BC": cfg["BC"], "STORE_Y": True, "Q_KIND": 0},
+             warps=cfg["warps"])
 compile_("depthwise_q", triton_depthwise._depthwise_kernel,            # FusedConvQuantize: codes, y unwritten
          {**ptrs(["X", "Wt", "Bias", "R", "Y"], "*fp16"), **{n: "i32" for n in (dw_ints + " dil_h dil_w").split()},
           "alpha": "fp32", "beta": "fp32", "Part": "*fp32", "Q": "*i8", **ln_q},
@@ -178,8 +190,10 @@ def test_every_triton_kernel_compiles_for_sm90():
     # … + 2: the add-layernorm kernel without its sum store, per dtype; + 4: with Q(Y) and Y unwritten; + 1: the
     # attention kernel writing int8 codes; + 4: the depthwise convolution (fp16 3×3 with a residual and the pool's
     # partial sums, fp32 5×5, fp16 writing int8 codes) and the partial sums' reduction (with P's codes); + 2: the
-    # gated 1×1 GEMM in fp16 and fp32; + 2: the two-layer MLP at hidden widths 48 and 240
-    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 4 + 2 + 2 and all(r["cubin"] > 0 for r in report.values())
+    # gated 1×1 GEMM in fp16 and fp32; + 2: the two-layer MLP at hidden widths 48 and 240; + 2: the rows-tiled
+    # depthwise kernel (7×7 with a residual; 5×5 stride 2 with the pool's partial sums and the multiple-of-8 hints)
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 4 + 2 + 2 + 2
+    assert all(r["cubin"] > 0 for r in report.values())
     assert report["gate_q_int8"]["div_rn"] >= 1 and report["gate_q_int8"]["div_full"] == 0
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]

@@ -12,6 +12,12 @@ from tensorforge.ir import Layer
 from tensorforge.kernels.triton_depthwise import CONFIGS, FusedConvDepthwise, depthwise_conv
 
 SMALL = {"BLOCK_P": 16, "BLOCK_C": 8, "warps": 1}
+# one small config per kernel form: the flat kernel in both layouts; the rows kernel with one output row per program
+# (plain tap loop), with 2 and with 4 (input rows shared between output rows: masked taps, partial row blocks)
+LAYOUTS = {"nhwc": {"layout": "nhwc", **SMALL}, "nchw": {"layout": "nchw", **SMALL},
+           "rows1": {"layout": "rows", "BH": 1, "BW": 4, "BC": 8, "warps": 1},
+           "rows2": {"layout": "rows", "BH": 2, "BW": 8, "BC": 4, "warps": 1},
+           "rows4": {"layout": "rows", "BH": 4, "BW": 4, "BC": 8, "warps": 1}}
 
 
 def oracle(x, w, bias, residual, attrs, act, residual_first):
@@ -35,7 +41,7 @@ CASES = [  # (N, C, H, W), kernel, attrs, activation, residual, residual_first
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_depthwise_matches_onnxruntime(dtype, layout, case):
     shape, k, attrs, act, with_res, res_first = CASES[case]
@@ -49,19 +55,20 @@ def test_depthwise_matches_onnxruntime(dtype, layout, case):
     residual = torch.randn(*ref_y.shape, generator=g).to(dtype) if with_res else None
     want = oracle(x, w, bias, residual, attrs, act, res_first)
     got = depthwise_conv(x, w, bias, residual, attrs, act, residual_first=res_first,
-                         channels_last=layout == "nhwc", cfg=SMALL)
+                         channels_last=layout == "nhwc", cfg=LAYOUTS[layout])
     assert got.dtype == dtype
-    assert got.is_contiguous(memory_format=torch.channels_last if layout == "nhwc" else torch.contiguous_format)
+    assert got.is_contiguous(memory_format=torch.contiguous_format if layout == "nchw" else torch.channels_last)
     _check(got, want, 2e-3 if dtype == torch.float16 else 2e-5)
 
 
-def test_a_wrong_tap_is_caught():
+@pytest.mark.parametrize("layout", ["nchw", "rows4"])
+def test_a_wrong_tap_is_caught(layout):
     """The comparison's power: flipping the filter (w[..., ::-1, ::-1]) makes the same kernel miss."""
     shape, k, attrs, act, _, _ = CASES[0]
     x, w = torch.randn(*shape), torch.randn(shape[1], 1, k, k)
     attrs = {**attrs, "group": shape[1], "kernel_shape": [k, k]}
     want = oracle(x, w, None, None, attrs, act, 0)
-    got = depthwise_conv(x, w.flip(-1, -2).contiguous(), None, None, attrs, act, cfg=SMALL)
+    got = depthwise_conv(x, w.flip(-1, -2).contiguous(), None, None, attrs, act, cfg=LAYOUTS[layout])
     with pytest.raises(AssertionError):
         _check(got, want, 2e-5)
 
@@ -83,7 +90,7 @@ def test_tactic_runs_fused_conv_layers_and_says_what_it_does_not():
 
 
 @pytest.mark.parametrize("store_y", [True, False])
-@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("layout", ["nhwc", "nchw", "rows2"])
 def test_fused_conv_pool_depthwise_writes_y_and_its_mean(store_y, layout):
     """FusedConvPool (squeeze-excite's depthwise conv): Y and P = mean of Y over the positions, against onnxruntime's
     Conv → HardSwish and GlobalAveragePool of it; 13×11 positions in 16-position blocks (a partial last block whose
@@ -95,8 +102,7 @@ def test_fused_conv_pool_depthwise_writes_y_and_its_mean(store_y, layout):
     attrs = {"group": 12, "pads": [2, 2, 2, 2], "kernel_shape": [5, 5]}
     layer = Layer("dw", "FusedConvPool", ["x", "w", "b"], ["y" if store_y else "", "p"],
                   {**attrs, "activation": "HardSwish"})
-    y, pooled = FusedConvPoolDepthwise.build(layer, {**CONFIGS[0 if layout == "nhwc" else -1], **SMALL},
-                                             torch.device("cpu"))([x, w, b])
+    y, pooled = FusedConvPoolDepthwise.build(layer, LAYOUTS[layout], torch.device("cpu"))([x, w, b])
     want_y = oracle(x, w, b, None, attrs, "HardSwish", 0)
     assert (y is not None) == store_y
     if store_y:
@@ -110,7 +116,7 @@ def _q8(y, scale, zp):
     return torch.clamp(torch.round(y.float() / torch.tensor(scale, dtype=torch.float32)) + zp, -128, 127).to(torch.int8)
 
 
-@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("layout", ["nhwc", "nchw", "rows2"])
 def test_quantize_forms_write_the_codes_of_what_they_store(layout):
     """FusedConvQuantize: Q(y) from the epilogue, equal to QuantizeLinear of the stored y written out, laid out like
     y; with y absent (only the Q reads it) the same codes and no y. FusedConvPoolQuantize: Q(P) from the pool's
@@ -121,7 +127,7 @@ def test_quantize_forms_write_the_codes_of_what_they_store(layout):
     x, w, b = torch.randn(2, 12, 9, 10, generator=g).half(), (torch.randn(12, 1, 3, 3, generator=g) * 0.4).half(), \
         torch.randn(12, generator=g).half()
     conv = {"group": 12, "pads": [1, 1, 1, 1], "kernel_shape": [3, 3]}
-    cfg = {**CONFIGS[0 if layout == "nhwc" else -1], **SMALL}
+    cfg = LAYOUTS[layout]
     q = {"q_scale": 0.02, "q_zero_point": -3, "q_dtype": "int8"}
     want_y = oracle(x, w, b, None, conv, "Relu", 0)
     codes = {}
@@ -147,19 +153,20 @@ ON_CUDA = r'''
 import torch
 import torch.nn.functional as F
 from tensorforge.kernels.triton_depthwise import CONFIGS, depthwise_conv
-for (n, c, h, k, s), cfg in zip(((32, 72, 56, 3, 2), (32, 240, 28, 5, 1), (32, 672, 14, 5, 2)), CONFIGS):
+for cfg in CONFIGS:
+  for n, c, h, k, s in ((32, 72, 56, 3, 2), (32, 240, 28, 5, 1), (32, 672, 14, 5, 2), (4, 96, 56, 7, 1)):
     x = torch.randn(n, c, h, h, device="cuda").half()
     w = (torch.randn(c, 1, k, k, device="cuda") * 0.3).half()
     b = torch.randn(c, device="cuda").half()
     attrs = {"group": c, "pads": [k // 2] * 4, "strides": [s, s], "kernel_shape": [k, k]}
     want = F.hardswish(F.conv2d(x.float(), w.float(), b.float(), s, k // 2, 1, c))
-    for layout in ("nhwc", "nchw"):
-        got = depthwise_conv(x, w, b, None, attrs, "HardSwish", channels_last=layout == "nhwc", cfg=cfg)
-        torch.testing.assert_close(got.float(), want, rtol=2e-3, atol=2e-3 * float(want.abs().max()))
-        _, pooled = depthwise_conv(x, w, b, None, attrs, "HardSwish", channels_last=layout == "nhwc", cfg=cfg,
-                                   pool=True, store_y=False)
-        torch.testing.assert_close(pooled.float(), want.mean((2, 3), keepdim=True), rtol=2e-3,
-                                   atol=2e-3 * float(want.abs().max()))
+    cl = cfg["layout"] != "nchw"
+    got = depthwise_conv(x, w, b, None, attrs, "HardSwish", channels_last=cl, cfg=cfg)
+    torch.testing.assert_close(got.float(), want, rtol=2e-3, atol=2e-3 * float(want.abs().max()))
+    _, pooled = depthwise_conv(x, w, b, None, attrs, "HardSwish", channels_last=cl, cfg=cfg, pool=True,
+                               store_y=False)
+    torch.testing.assert_close(pooled.float(), want.mean((2, 3), keepdim=True), rtol=2e-3,
+                               atol=2e-3 * float(want.abs().max()))
 print("OK")
 '''
 
@@ -167,7 +174,7 @@ print("OK")
 def test_depthwise_on_cuda_at_mobilenet_shapes():
     """The compiled kernel on a GPU (skips without CUDA; a subprocess without TRITON_INTERPRET, which this test
     session sets): MobileNetV3 / EfficientNet depthwise shapes at batch 32, both layouts, with and without the
-    pool, against torch's float32 convolution of the same float16 values."""
+    pool, every config (both kernels, both layouts), against torch's float32 convolution of the same float16 values."""
     import os
     import subprocess
     import sys
