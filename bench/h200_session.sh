@@ -15,10 +15,10 @@
 #   bash bench/h200_session.sh VERIFY "<label>"
 #        the GPU checks of a session's kernel and fusion changes in one command: the tests that need a GPU (pytest
 #        -k "(cuda or hopper) and not sm90"), the quantized-kernel smoke (every INT8/FP8 tactic bit-exact on GPU shapes; batch-1 split-K
-#        beside one-pass, CUDA-graph timed), the conv smoke (depthwise, 1×1, gated 1×1 and SE-MLP kernels against cuDNN / the GEMM pair), then INT8 and
+#        beside one-pass, CUDA-graph timed), the conv smoke (depthwise, 1×1, gated 1×1 and SE-MLP kernels against cuDNN / the GEMM pair), the split-K GEMM smoke (fp16, batch-1 projections), then INT8 and
 #        best rows at batch 1 for bert-base, resnet50 and mobilenet_v3_large beside their fp16 engines (MODELS=
 #        narrows it; BATCHES=1,32 adds INT8 rows at 32;
-#        PRECISIONS=int8 drops the best rows; SKIP_SMOKE=1 leaves both smokes out, SKIP_QUANT_SMOKE=1 the quantized one).
+#        PRECISIONS=int8 drops the best rows; SKIP_SMOKE=1 leaves the smokes out, SKIP_QUANT_SMOKE=1 the quantized one).
 #   bash bench/h200_session.sh PRECISION "<label>" [S]
 #        precision rows (BERT INT8 b32; resnet50 INT8 and the INT8 spec b32), the dynamic-shape rows, and the GPU
 #        smokes (control flow, trees, INT8 layers, build time, contrib ops) into one file, within S seconds.
@@ -80,6 +80,7 @@ case "$1" in
     echo "pytest rc=$?" | tee -a "$OUT/smokes.txt"
     [ -n "${SKIP_SMOKE:-}${SKIP_QUANT_SMOKE:-}" ] || smoke quant_kernels 120   # SKIP_SMOKE=1: rows after the tests
     [ -n "${SKIP_SMOKE:-}" ] || smoke depthwise 200          # depthwise (+ rows configs explored), 1×1, gated, SE MLP vs old
+    [ -n "${SKIP_SMOKE:-}" ] || smoke splitk 70              # split-K GEMM vs cuBLAS and one-pass at batch-1 projections
     bench --part precision --models "${ASKED_MODELS:-bert_base_seq128,resnet50,mobilenet_v3_large}" --precisions "${PRECISIONS:-int8,best}" \
           --precision-batches "${BATCHES:-1}" --precision-extra "" --kernel-profiles
     ;;

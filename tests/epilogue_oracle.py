@@ -1,11 +1,14 @@
-"""onnxruntime as the oracle of the fused kernels' epilogues: a product (Conv here; MatMul in test_triton_gemm_tma.py)
+"""onnxruntime as the oracle of the fused kernels' epilogues: a product (Conv, or Transpose → MatMul → Mul scale)
 → [Add residual] → activation → [Add residual] in float32 on the given tensors' values, the unfused ONNX graph in
 the epilogue order of ir/ops/fused.py (`epilogue_nodes` writes that chain)."""
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import torch
 from onnx import TensorProto, helper
+
+RTOL = {torch.float16: 2e-3}
 
 
 def epilogue_nodes(y: str, act: str, residual: bool, residual_first: int, **act_attrs) -> list:
@@ -51,3 +54,47 @@ def conv_epilogue_oracle(x, w, bias=None, residual=None, conv_attrs=None, act="n
     model.ir_version = 8
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(["Y"], feeds)[0].astype(np.float64)
+
+
+def gemm_epilogue_oracle(a, w, bias=None, residual=None, trans_b=0, scale=1.0, act="none", residual_first=0):
+    """onnxruntime on the unfused graph, float32 (the inputs' values exactly), as a float64 numpy array."""
+    f32 = lambda t: t.detach().to(torch.float32).numpy()
+    feeds, nodes, inputs = {"A": f32(a), "W": f32(w)}, [], []
+    b_name = "W"
+    if trans_b:
+        nodes.append(helper.make_node("Transpose", ["W"], ["Wt"], perm=[1, 0]))
+        b_name = "Wt"
+    nodes.append(helper.make_node("MatMul", ["A", b_name], ["y0"]))
+    y = "y0"
+    inits = [helper.make_tensor("s", TensorProto.FLOAT, [], [scale])]
+    nodes.append(helper.make_node("Mul", [y, "s"], ["y1"]))
+    y = "y1"
+    if bias is not None:
+        feeds["bias"] = f32(bias)
+        nodes.append(helper.make_node("Add", [y, "bias"], ["y2"]))
+        y = "y2"
+    if residual is not None:
+        feeds["R"] = f32(residual)
+    kw = {"approximate": "tanh"} if act == "GeluTanh" else {}
+    nodes += epilogue_nodes(y, "Gelu" if act.startswith("Gelu") else act, residual is not None, residual_first, **kw)
+    out_shape = [*feeds["A"].shape[:-1], w.shape[0] if trans_b else w.shape[1]]
+    for name, arr in feeds.items():
+        inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(arr.shape)))
+    out = helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)
+    graph = helper.make_graph(nodes, "unfused", inputs, [out], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9      # opset 20's IR; onnx 1.23 writes 14 by default, which onnxruntime 1.30 refuses
+    onnx.checker.check_model(model)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(["Y"], feeds)[0].astype(np.float64)
+
+
+def check_gemm(got, want, dtype=torch.float16):
+    """|got − want| ≤ rtol·|want| + rtol·max|want| elementwise (float16: 2e-3 ≈ 4 half-ulps)."""
+    g = got.detach().to(torch.float64).numpy()
+    rtol = RTOL[dtype]
+    err = np.abs(g - want)
+    bound = rtol * np.abs(want) + rtol * np.abs(want).max()
+    assert g.shape == want.shape, f"shape {g.shape} ≠ {want.shape}"
+    assert (err <= bound).all(), (f"{int((err > bound).sum())} of {err.size} elements off; worst "
+                                  f"{err.max():.4g} at {np.unravel_index(err.argmax(), err.shape)}")

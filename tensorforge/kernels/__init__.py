@@ -59,6 +59,7 @@ def _triton_tactics() -> None:
     from . import triton_add_layernorm  # noqa: F401  (residual Add + LayerNorm, one kernel)
     from . import triton_conv_pool  # noqa: F401  (conv epilogue that also averages its output)
     from . import triton_depthwise  # noqa: F401  (depthwise conv + bias/activation/residual: one kernel)
+    from . import triton_gemm_splitk  # noqa: F401  (few-tile GEMMs split along K, partials summed in order)
     from . import triton_conv1x1  # noqa: F401  (1×1 conv + epilogue as one GEMM on channels-last rows)
     from . import triton_int8_gemm  # noqa: F401  (QuantizedMatMul/Conv: int8/fp8 tl.dot + requantize epilogue)
     from . import quant_pointwise  # noqa: F401  (Q/DQ layers run as written: float arithmetic, one-pass Triton)

@@ -22,6 +22,7 @@ from tensorforge.codegen import generate_pointwise
 from tensorforge.kernels import triton_attention, triton_gemm, triton_layernorm, triton_softmax
 from tensorforge.kernels import triton_add_layernorm, triton_conv_epilogue, triton_conv_pool, triton_pool
 from tensorforge.kernels import triton_depthwise, triton_depthwise_rows, triton_gated_conv1x1, triton_mlp2
+from tensorforge.kernels import triton_gemm_splitk
 from tensorforge.kernels.generated import load_module, register_source
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -117,6 +118,17 @@ for name, cfg, consts in rows_cases:
              {**consts, "DH": 1, "DW": 1, "HAS_BIAS": True, "HAS_RES": not consts["POOL"], "RES_FIRST": False,
               "ACT": "HardSwish", "BH": cfg["BH"], "BW": cfg["BW"], "BC": cfg["BC"], "STORE_Y": True, "Q_KIND": 0},
              warps=cfg["warps"])
+splitk = triton_gemm_splitk.CONFIGS[0]       # split-K GEMM: partials (pointer main loop), then their sum + epilogue
+compile_("gemm_splitk_partial", triton_gemm_splitk._gemm_partial_kernel,
+         {"A": "*fp16", "B": "*fp16", "P": "*fp32",
+          **{n: "i32" for n in "M N K KSPLIT MN s_am s_ak s_bk s_bn".split()}},
+         {"USE_TMA": False, "B_NK": False, "PRECISION": "ieee", "BM": splitk["BM"], "BN": splitk["BN"],
+          "BK": splitk["BK"], "G": splitk["G"]}, splitk["warps"], splitk["stages"])
+compile_("gemm_splitk_sum", triton_gemm_splitk._partials_epilogue_kernel,
+         {"P": "*fp32", "S": "i32", "MN": "i32", **ptrs(["Bias", "R", "C"], "*fp16"),
+          **{n: "i32" for n in "M N s_rm s_rn s_cm s_cn".split()}, "scale": "fp32", "alpha": "fp32", "beta": "fp32"},
+         {"HAS_BIAS": True, "HAS_RES": True, "RES_FIRST": False, "ACT": "Gelu",
+          "BM": triton_gemm_splitk.REDUCE_BM, "BN": triton_gemm_splitk.REDUCE_BN})
 compile_("depthwise_q", triton_depthwise._depthwise_kernel,            # FusedConvQuantize: codes, y unwritten
          {**ptrs(["X", "Wt", "Bias", "R", "Y"], "*fp16"), **{n: "i32" for n in (dw_ints + " dil_h dil_w").split()},
           "alpha": "fp32", "beta": "fp32", "Part": "*fp32", "Q": "*i8", **ln_q},
@@ -191,8 +203,9 @@ def test_every_triton_kernel_compiles_for_sm90():
     # attention kernel writing int8 codes; + 4: the depthwise convolution (fp16 3×3 with a residual and the pool's
     # partial sums, fp32 5×5, fp16 writing int8 codes) and the partial sums' reduction (with P's codes); + 2: the
     # gated 1×1 GEMM in fp16 and fp32; + 2: the two-layer MLP at hidden widths 48 and 240; + 2: the rows-tiled
-    # depthwise kernel (7×7 with a residual; 5×5 stride 2 with the pool's partial sums and the multiple-of-8 hints)
-    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 4 + 2 + 2 + 2
+    # depthwise kernel (7×7 with a residual; 5×5 stride 2 with the pool's partial sums and the multiple-of-8 hints);
+    # + 2: the split-K GEMM's partial products and their sum with the epilogue
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 4 + 2 + 2 + 2 + 2
     assert all(r["cubin"] > 0 for r in report.values())
     assert report["gate_q_int8"]["div_rn"] >= 1 and report["gate_q_int8"]["div_full"] == 0
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each

@@ -7,13 +7,11 @@ loop, the configs' ids and pruning, and that the comparison catches a wrong epil
 import math
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 import pytest
 import torch
-from onnx import TensorProto, helper
 
-from epilogue_oracle import epilogue_nodes
+from epilogue_oracle import check_gemm as check
+from epilogue_oracle import gemm_epilogue_oracle as oracle
 from tensorforge.ir import Layer
 from tensorforge.kernels import triton_gemm
 from tensorforge.kernels.triton_gemm import TMA_CONFIGS, TritonGemmEpilogue, gemm_epilogue
@@ -22,51 +20,6 @@ from tensorforge.kernels.triton_gemm import TMA_CONFIGS, TritonGemmEpilogue, gem
 # K step with 8 of 32 columns inside (all read as 0 past the edge). fp16 rows of 40 and 24 are 16-byte multiples.
 TMA_SMALL = {"BM": 32, "BN": 16, "BK": 32, "G": 2, "stages": 1, "warps": 1, "TMA": 1}
 M, K, N = 40, 40, 24
-RTOL = {torch.float16: 2e-3}
-
-
-def oracle(a, w, bias=None, residual=None, trans_b=0, scale=1.0, act="none", residual_first=0):
-    """onnxruntime on the unfused graph, float32 (the inputs' values exactly), as a float64 numpy array."""
-    f32 = lambda t: t.detach().to(torch.float32).numpy()
-    feeds, nodes, inputs = {"A": f32(a), "W": f32(w)}, [], []
-    b_name = "W"
-    if trans_b:
-        nodes.append(helper.make_node("Transpose", ["W"], ["Wt"], perm=[1, 0]))
-        b_name = "Wt"
-    nodes.append(helper.make_node("MatMul", ["A", b_name], ["y0"]))
-    y = "y0"
-    inits = [helper.make_tensor("s", TensorProto.FLOAT, [], [scale])]
-    nodes.append(helper.make_node("Mul", [y, "s"], ["y1"]))
-    y = "y1"
-    if bias is not None:
-        feeds["bias"] = f32(bias)
-        nodes.append(helper.make_node("Add", [y, "bias"], ["y2"]))
-        y = "y2"
-    if residual is not None:
-        feeds["R"] = f32(residual)
-    kw = {"approximate": "tanh"} if act == "GeluTanh" else {}
-    nodes += epilogue_nodes(y, "Gelu" if act.startswith("Gelu") else act, residual is not None, residual_first, **kw)
-    out_shape = [*feeds["A"].shape[:-1], w.shape[0] if trans_b else w.shape[1]]
-    for name, arr in feeds.items():
-        inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(arr.shape)))
-    out = helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)
-    graph = helper.make_graph(nodes, "unfused", inputs, [out], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
-    model.ir_version = 9      # opset 20's IR; onnx 1.23 writes 14 by default, which onnxruntime 1.30 refuses
-    onnx.checker.check_model(model)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(["Y"], feeds)[0].astype(np.float64)
-
-
-def check(got, want, dtype=torch.float16):
-    """|got − want| ≤ rtol·|want| + rtol·max|want| elementwise (float16: 2e-3 ≈ 4 half-ulps)."""
-    g = got.detach().to(torch.float64).numpy()
-    rtol = RTOL[dtype]
-    err = np.abs(g - want)
-    bound = rtol * np.abs(want) + rtol * np.abs(want).max()
-    assert g.shape == want.shape, f"shape {g.shape} ≠ {want.shape}"
-    assert (err <= bound).all(), (f"{int((err > bound).sum())} of {err.size} elements off; worst "
-                                  f"{err.max():.4g} at {np.unravel_index(err.argmax(), err.shape)}")
 
 
 @pytest.fixture
