@@ -123,3 +123,44 @@ def test_split_gemm_on_cuda_at_transformer_batch1_shapes():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", ON_CUDA], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
+
+
+COMPILE = r'''
+import json, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from tensorforge.kernels import triton_gemm_splitk
+out = {}
+for cfg in triton_gemm_splitk.CONFIGS:
+    for b_nk in (True, False):
+        bblock = [cfg["BN"], cfg["BK"]] if b_nk else [cfg["BK"], cfg["BN"]]
+        consts = {"USE_TMA": True, "B_NK": b_nk, "PRECISION": "ieee", "BM": cfg["BM"], "BN": cfg["BN"],
+                  "BK": cfg["BK"], "G": cfg["G"]}
+        sig = {"A": f"tensordesc<fp16[{cfg['BM']}, {cfg['BK']}]>", "B": f"tensordesc<fp16[{bblock[0]}, {bblock[1]}]>",
+               "P": "*fp32", **{n: "i32" for n in "M N K KSPLIT MN s_am s_ak s_bk s_bn".split()},
+               **{c: "constexpr" for c in consts}}
+        k = triton.compile(ASTSource(fn=triton_gemm_splitk._gemm_partial_kernel, signature=sig, constexprs=consts),
+                           target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": cfg["warps"], "num_stages": cfg["stages"]})
+        ptx = k.asm["ptx"]
+        out[f"{cfg['BM']}{b_nk}"] = {"wgmma": "wgmma" in ptx, "tma": "cp.async.bulk.tensor" in ptx,
+                                     "cubin": len(k.asm["cubin"]), "smem": k.metadata.shared}
+print("REPORT" + json.dumps(out))
+'''
+
+
+def test_split_kernel_compiles_for_sm90_with_bulk_copies_and_wgmma():
+    """The tensor-descriptor main loop of the partial products (what the interpreter cannot check): every config,
+    both B layouts, compiles to sm_90 code with cp.async.bulk.tensor loads and wgmma, in an H100's shared memory."""
+    import json
+    import os
+    import subprocess
+    import sys
+    pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend is not installed")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.split("REPORT", 1)[1])
+    assert len(report) == 2 * len(triton_gemm_splitk.CONFIGS), report
+    for r in report.values():
+        assert r["wgmma"] and r["tma"] and r["cubin"] > 0 and r["smem"] <= 232448, report
