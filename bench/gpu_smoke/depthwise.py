@@ -12,8 +12,9 @@ epilogue, at MobileNetV3 / EfficientNet shapes; and the squeeze-excite projectio
 and the squeeze-excite MLPs as TwoLayerMLP (kernels/triton_mlp2.py, one launch) against two Triton GEMM launches.
 
 Per shape: cuDNN's convolution alone (channels-last, no bias: the floor of the old path), cuDNN + the Triton epilogue
-(the old tactic, `cudnn_triton_epilogue`), every config of `triton_depthwise` and EXPLORE's (marked *), timed as the
-builder times tactics (median_us), median µs; each output checked against torch's float32 convolution of the same values.
+(the old tactic, `cudnn_triton_epilogue`), every config of `triton_depthwise` and EXPLORE's (marked *), timed as
+the builder times tactics (median_us), median µs; each output checked against torch's float32 convolution of the
+same values.
 
     PYTHONPATH=. python3 bench/gpu_smoke/depthwise.py [--budget-s 170]
 """
@@ -43,7 +44,7 @@ SHAPES = [("convnext s1", 32, 96, 56, 7, 1, "none"), ("convnext s2", 32, 192, 28
 
 # rows-kernel configs timed beside the tactic's CONFIGS (marked * in the output), to choose the next CONFIGS from
 EXPLORE = [{"layout": "rows", "BH": bh, "BW": bw, "BC": bc, "warps": wp}
-           for bh, bw, bc, wp in ((1, 32, 32, 4), (2, 16, 32, 4), (2, 8, 64, 4), (4, 16, 32, 8), (8, 8, 32, 8))]
+           for bh, bw, bc, wp in ((1, 16, 64, 4), (2, 32, 32, 4), (4, 32, 32, 4), (4, 16, 64, 4))]
 
 
 def describe(cfg: dict) -> str:

@@ -36,10 +36,13 @@ from .triton_depthwise_rows import _depthwise_rows_kernel, rows_grid
 from .triton_gemm import ACTIVATIONS, kernel_activation, residual_activation
 
 # channels-last: channels are contiguous, so wide channel tiles make full 128-byte loads; NCHW: positions are.
-# "rows" (triton_depthwise_rows.py): channels-last, BH output rows × BW columns per program, input rows reused.
-# Each config is one more Triton compile per depthwise shape in a cold build, so few of them.
-# BLOCK_C / BC 32 for channel counts that are odd multiples of 32 (ConvNeXt-T's 96: a 64-channel tile masks a quarter)
-CONFIGS = ([{"layout": "rows", "BH": bh, "BW": bw, "BC": bc, "warps": 4} for bh, bw, bc in ((1, 16, 32), (4, 8, 32))]
+# "rows" (triton_depthwise_rows.py): channels-last, BH output rows × BW columns per program. Chosen from the sm_90
+# code (cuobjdump -res-usage, PTX load counts; not yet timed on a GPU): 1×64×32 on 2 warps holds 4 positions × 8
+# channels per thread, so one weight load serves 4 positions (7.9 loads per output for 7×7, 202 registers, no
+# spill); 1×32×32 on 4 warps, 96 registers (12.3 loads per output, more programs resident). Each config is one
+# more Triton compile per depthwise shape in a cold build, so few of them. BC 32 suits channel counts that are odd
+# multiples of 32 (ConvNeXt-T's 96: a 64-channel tile masks a quarter).
+CONFIGS = ([{"layout": "rows", "BH": 1, "BW": bw, "BC": 32, "warps": wp} for bw, wp in ((64, 2), (32, 4))]
            + [{"layout": "nhwc", "BLOCK_P": 32, "BLOCK_C": 64, "warps": 4},
               {"layout": "nchw", "BLOCK_P": 64, "BLOCK_C": 16, "warps": 4}])
 CHANNELS_LAST = ("nhwc", "rows")
@@ -64,7 +67,7 @@ def _depthwise_kernel(X, Wt, Bias, R, Y, C, H, W, OW, P, s_xn, s_xc, s_xh, s_xw,
     oh, ow = p // OW, p % OW
     x_base = X + n * s_xn + c[None, :].to(tl.int64) * s_xc
     acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
-    for kh in tl.static_range(KH):
+    for kh in range(KH):          # a run-time loop over rows: unrolling all KH·KW taps spilled (sm_90, 7×7)
         ih = oh * stride_h - pad_h + kh * dil_h
         row_ok = p_in & (ih >= 0) & (ih < H)
         for kw in tl.static_range(KW):
@@ -184,12 +187,14 @@ def depthwise_conv(x, w, bias=None, residual=None, attrs=None, activation="none"
                   ACT=activation, STORE_Y=bool(store_y or not (pool or quant)), POOL=bool(pool), **q_args)
     b_arg = bias if bias is not None else wt
     if cfg["layout"] == "rows":
-        c8 = all(v % 8 == 0 for v in (c, x.stride(0), x.stride(2), x.stride(3), y.stride(0), y.stride(2), y.stride(3)))
+        dims = (c, x.stride(0), x.stride(2), x.stride(3), y.stride(0), y.stride(2), y.stride(3))
+        # multiples of 8 but not all of 16: passed ÷ 8 (C8), so the kernel knows them as multiples of 8
+        c8 = all(v % 8 == 0 for v in dims) and not all(v % 16 == 0 for v in dims)
+        dims = tuple(v // 8 for v in dims) if c8 else dims
         grid = rows_grid(out, c, n, cfg)
         part = torch.empty((n, grid[0], c), dtype=torch.float32, device=x.device) if pool else None
-        _depthwise_rows_kernel[grid](x, wt, b_arg, r, y, c, h, wd, out[0], out[1], x.stride(0), x.stride(2),
-                                     x.stride(3), y.stride(0), y.stride(2), y.stride(3), *r.stride(), begin[0],
-                                     begin[1], float(alpha), float(beta), KH=kh, KW=kw, SH=strides[0],
+        _depthwise_rows_kernel[grid](x, wt, b_arg, r, y, dims[0], h, wd, out[0], out[1], *dims[1:], *r.stride(),
+                                     begin[0], begin[1], float(alpha), float(beta), KH=kh, KW=kw, SH=strides[0],
                                      SW=strides[1], DH=dilations[0], DW=dilations[1], BH=cfg["BH"], BW=cfg["BW"],
                                      BC=cfg["BC"], C8=c8,
                                      num_warps=cfg["warps"], Part=part, **common)

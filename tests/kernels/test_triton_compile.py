@@ -13,7 +13,7 @@ import sys
 import pytest
 
 SCRIPT = r'''
-import json, os, subprocess, tempfile
+import json, os, re, subprocess, tempfile
 import torch, triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -33,8 +33,21 @@ def compile_(name, fn, sig, consts, warps=4, stages=3, attrs=None):
     sig = {**sig, **{c: "constexpr" for c in consts}}
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs={(k,): v for k, v in (attrs or {}).items()})
     k = triton.compile(src, target=TARGET, options={"num_warps": warps, "num_stages": stages})
-    report[name] = {"ptx_lines": len(k.asm["ptx"].splitlines()), "cubin": len(k.asm["cubin"])}
+    report[name] = {"ptx_lines": len(k.asm["ptx"].splitlines()), "cubin": len(k.asm["cubin"]), **usage(k)}
     return k
+
+def usage(k):
+    """Registers and stack bytes per thread of the sm_90 code (cuobjdump -res-usage, shipped with Triton's NVIDIA
+    backend): a stack means spilled registers."""
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not os.path.exists(tool):
+        return {}
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"])
+        f.flush()
+        out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
+    found = dict(re.findall(r"(REG|STACK):(\d+)", out))
+    return {"regs": int(found.get("REG", -1)), "stack": int(found.get("STACK", -1))}
 
 ptrs = lambda names, t: {n: t for n in names}
 ln_q = {"q_scale": "fp32", "q_r": "fp32", "q_zp": "fp32", "q_lo": "fp32", "q_hi": "fp32"}
@@ -105,19 +118,35 @@ for dt, cfg in (("*fp16", triton_depthwise.CONFIGS[2]), ("*fp32", triton_depthwi
               "alpha": "fp32", "beta": "fp32", "Part": "*fp32", "Q": dt, **ln_q},
              {"KH": 3 if pool else 5, "KW": 3 if pool else 5, "HAS_BIAS": True, "HAS_RES": pool, "RES_FIRST": False,
               "ACT": "HardSwish", "BLOCK_P": cfg["BLOCK_P"], "BLOCK_C": cfg["BLOCK_C"], "STORE_Y": not pool,
-              "POOL": pool, "Q_KIND": 0}, warps=cfg["warps"])
+              "POOL": pool, "Q_KIND": 0}, warps=cfg["warps"], attrs={i: [["tt.divisibility", 16]] for i in range(5)})
+flat = triton_depthwise.CONFIGS[2]           # the flat NHWC kernel at ConvNeXt's 7×7 (it spilled fully unrolled)
+flat_sig = {**ptrs(["X", "Wt", "Bias", "R", "Y"], "*fp16"), **{n: "i32" for n in (dw_ints + " dil_h dil_w").split()},
+            "alpha": "fp32", "beta": "fp32", "Part": "*fp32", "Q": "*fp16", **ln_q}
+flat_sig.pop("s_xc"), flat_sig.pop("s_yc")      # channel strides of 1: constants, as Triton specialises them
+# as a real launch at C = 96 specialises: 16-byte aligned pointers, C and the other strides multiples of 16
+div16 = lambda sig, names: {list(sig).index(n): [["tt.divisibility", 16]] for n in names}
+compile_("depthwise_flat_7x7", triton_depthwise._depthwise_kernel, flat_sig,
+         {"s_xc": 1, "s_yc": 1, "KH": 7, "KW": 7, "HAS_BIAS": False, "HAS_RES": False, "RES_FIRST": False,
+          "ACT": "none", "BLOCK_P": flat["BLOCK_P"], "BLOCK_C": flat["BLOCK_C"], "STORE_Y": True, "POOL": False,
+          "Q_KIND": 0}, warps=flat["warps"],
+         attrs=div16(flat_sig, "X Wt Bias R Y C s_xn s_xh s_xw s_yn s_yh s_yw".split()))
 rows_ints = "C H W OH OW s_xn s_xh s_xw s_yn s_yh s_yw s_rn s_rc s_rh s_rw pad_h pad_w"
 rows_cases = (("depthwise_rows_7x7", triton_depthwise.CONFIGS[1],
                {"KH": 7, "KW": 7, "SH": 1, "SW": 1, "POOL": False, "C8": False}),
-              ("depthwise_rows_5x5_s2_pool", triton_depthwise.CONFIGS[0],
+              ("depthwise_rows_7x7_wide", triton_depthwise.CONFIGS[0],
+               {"KH": 7, "KW": 7, "SH": 1, "SW": 1, "POOL": False, "C8": True}),
+              ("depthwise_rows4_7x7", {"BH": 4, "BW": 32, "BC": 32, "warps": 4},
+               {"KH": 7, "KW": 7, "SH": 1, "SW": 1, "POOL": False, "C8": False}),
+              ("depthwise_rows2_5x5_s2_pool", {"BH": 2, "BW": 32, "BC": 32, "warps": 4},
                {"KH": 5, "KW": 5, "SH": 2, "SW": 2, "POOL": True, "C8": True}))
-for name, cfg, consts in rows_cases:
-    compile_(name, triton_depthwise_rows._depthwise_rows_kernel,
-             {**ptrs(["X", "Wt", "Bias", "R", "Y"], "*fp16"), **{n: "i32" for n in rows_ints.split()},
-              "alpha": "fp32", "beta": "fp32", "Part": "*fp32", "Q": "*fp16", **ln_q},
+rows_sig = {**ptrs(["X", "Wt", "Bias", "R", "Y"], "*fp16"), **{n: "i32" for n in rows_ints.split()},
+            "alpha": "fp32", "beta": "fp32", "Part": "*fp32", "Q": "*fp16", **ln_q}
+for name, cfg, consts in rows_cases:      # aligned pointers; C8 False: C = 96's multiples of 16, True: C = 72
+    marked = "X Wt Bias R Y" + ("" if consts["C8"] else " C s_xn s_xh s_xw s_yn s_yh s_yw")
+    compile_(name, triton_depthwise_rows._depthwise_rows_kernel, rows_sig,
              {**consts, "DH": 1, "DW": 1, "HAS_BIAS": True, "HAS_RES": not consts["POOL"], "RES_FIRST": False,
               "ACT": "HardSwish", "BH": cfg["BH"], "BW": cfg["BW"], "BC": cfg["BC"], "STORE_Y": True, "Q_KIND": 0},
-             warps=cfg["warps"])
+             warps=cfg["warps"], attrs=div16(rows_sig, marked.split()))
 splitk = triton_gemm_splitk.CONFIGS[0]       # split-K GEMM: partials (pointer main loop), then their sum + epilogue
 compile_("gemm_splitk_partial", triton_gemm_splitk._gemm_partial_kernel,
          {"A": "*fp16", "B": "*fp16", "P": "*fp32",
@@ -204,9 +233,15 @@ def test_every_triton_kernel_compiles_for_sm90():
     # partial sums, fp32 5×5, fp16 writing int8 codes) and the partial sums' reduction (with P's codes); + 2: the
     # gated 1×1 GEMM in fp16 and fp32; + 2: the two-layer MLP at hidden widths 48 and 240; + 2: the rows-tiled
     # depthwise kernel (7×7 with a residual; 5×5 stride 2 with the pool's partial sums and the multiple-of-8 hints);
-    # + 2: the split-K GEMM's partial products and their sum with the epilogue
-    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 4 + 2 + 2 + 2 + 2
+    # + 2: the split-K GEMM's partial products and their sum with the epilogue; + 3: two more rows-kernel forms
+    # (BH 4, and the 2-warp config with the multiple-of-8 path) and the flat kernel at 7×7
+    assert len(report) == 6 + 7 + 3 + 6 + 4 + 2 + 2 + 2 + 1 + 4 + 1 + 4 + 2 + 2 + 2 + 2 + 3
     assert all(r["cubin"] > 0 for r in report.values())
+    # no depthwise kernel spills: with every 7×7 tap unrolled the flat kernel took 255 registers and 992 bytes of
+    # stack, the rows kernel 272 (sm_90); the run-time row loop keeps them in registers. (The fp32 5×5 NCHW form
+    # keeps an 8-byte frame; a spill of the accumulators or the unrolled loads is hundreds of bytes.)
+    spills = {n: r.get("stack") for n, r in report.items() if n.startswith("depthwise") and r.get("stack", 0) > 64}
+    assert not spills, spills
     assert report["gate_q_int8"]["div_rn"] >= 1 and report["gate_q_int8"]["div_full"] == 0
     for dt, mufu in (("float32", 32), ("float16", 16)):      # 8 elements per thread, 2 GELUs each
         gelu = report[f"gelu2_{dt}"]
