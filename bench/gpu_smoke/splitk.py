@@ -15,11 +15,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))     # bench/
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))                                   # the smokes
+
+from depthwise import median_us  # noqa: E402  (timed as the builder times a candidate: CudaEventTimer)
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from tensorforge.builder.tactics import CudaEventTimer  # noqa: E402
 from tensorforge.kernels.quant_split import sm_count, split_plan  # noqa: E402
 from tensorforge.kernels.triton_gemm import TMA_CONFIGS, gemm_epilogue  # noqa: E402
 from tensorforge.kernels.triton_gemm_splitk import CONFIGS, gemm_splitk  # noqa: E402
@@ -29,11 +31,6 @@ SHAPES = [("bert qkv", 128, 768, 2304, "none", False), ("bert out-proj", 128, 76
           ("bert fc1+gelu", 128, 768, 3072, "Gelu", False), ("bert fc2", 128, 3072, 768, "none", True),
           ("vit fc1+gelu", 197, 768, 3072, "Gelu", False), ("vit fc2", 197, 3072, 768, "none", True)]
 ACT = {"Gelu": F.gelu, "none": lambda t: t}
-
-
-def median_us(fn) -> float:
-    """Median µs of one call as the builder times a candidate (builder/tactics.CudaEventTimer)."""
-    return 1e3 * CudaEventTimer(torch.device("cuda"), iters=20).measure("smoke", lambda: [fn()]).median_ms
 
 
 def main() -> int:
@@ -59,17 +56,14 @@ def main() -> int:
             y = ACT[act](F.linear(a, w, bias))
             return y + r if res else y
         rows = [("cuBLAS + torch epilogue", median_us(cublas), float((cublas().float() - ref).abs().max()) / scale)]
-        for label, cfgs, run in (("one-pass", TMA_CONFIGS, gemm_epilogue), ("split-K", CONFIGS, None)):
-            for cfg in cfgs:
-                if run is gemm_epilogue:
-                    def call(cfg=cfg):
-                        return gemm_epilogue(a, w.t(), bias, r, 0, 1.0, act, cfg=cfg)
-                else:
-                    def call(cfg=cfg):
-                        return gemm_splitk(a, w.t(), bias, r, 1.0, act, cfg=cfg)
-                err = float((call().float() - ref).abs().max()) / scale
-                splits = f" S={split_plan(m, n, k, cfg, sm_count(dev))[0]}" if run is None else ""
-                rows.append((f"{label} {cfg['BM']}x{cfg['BN']}x{cfg['BK']}{splits}", median_us(call), err))
+        sms = sm_count(dev)
+        tiles = lambda cfg: f"{cfg['BM']}x{cfg['BN']}x{cfg['BK']}"
+        candidates = ([(f"one-pass {tiles(cfg)}", lambda cfg=cfg: gemm_epilogue(a, w.t(), bias, r, 0, 1.0, act,
+                                                                                 cfg=cfg)) for cfg in TMA_CONFIGS]
+                      + [(f"split-K {tiles(cfg)} S={split_plan(m, n, k, cfg, sms)[0]}",
+                          lambda cfg=cfg: gemm_splitk(a, w.t(), bias, r, 1.0, act, cfg=cfg)) for cfg in CONFIGS])
+        for label, call in candidates:
+            rows.append((label, median_us(call), float((call().float() - ref).abs().max()) / scale))
         fails += sum(e > 4e-3 for _, _, e in rows)
         base = rows[0][1]
         best_one = min(us for lab, us, _ in rows if lab.startswith("one-pass"))

@@ -391,16 +391,25 @@ class TritonGemmEpilogue:
 
     @staticmethod
     def build(layer, cfg, device):
-        a_ = dict(layer.attrs)
+        return epilogue_runner(layer, lambda a, b, bias, residual, *epi: gemm_epilogue(a, b, bias, residual, 0,
+                                                                                       *epi, cfg))
 
-        def run(inputs):
-            a, b, bias, residual = epilogue_operands(inputs)
-            if a_.get("trans_b", 0):
-                b = b.transpose(-1, -2)
-            return [product(a, b, bias, residual)]
 
-        @rows_in_memory_order
-        def product(a, b, bias, residual):
-            return gemm_epilogue(a, b, bias, residual, 0, a_.get("scale", 1.0), a_.get("activation", "none"),
-                                 a_.get("alpha", 0.0), a_.get("beta", 0.0), a_.get("residual_first", 0), cfg)
-        return run
+def epilogue_runner(layer, launch):
+    """A MatMulEpilogue layer's run(inputs) → [out] around `launch(a, b, bias, residual, scale, activation, alpha,
+    beta, residual_first)` with b as (K, N) (a trans_b weight read as its transpose) and a multiplied in memory
+    order (rows_in_memory_order). The epilogue attributes are read once, here, not per call. Shared by the
+    one-pass and the split-K Triton GEMM tactics."""
+    at = layer.attrs
+    trans_b = at.get("trans_b", 0)
+    epi = (at.get("scale", 1.0), at.get("activation", "none"), at.get("alpha", 0.0), at.get("beta", 0.0),
+           at.get("residual_first", 0))
+
+    @rows_in_memory_order
+    def product(a, b, bias, residual):
+        return launch(a, b, bias, residual, *epi)
+
+    def run(inputs):
+        a, b, bias, residual = epilogue_operands(inputs)
+        return [product(a, b.transpose(-1, -2) if trans_b else b, bias, residual)]
+    return run

@@ -22,9 +22,8 @@ import triton.language as tl
 
 from .quant_split import sm_count, split_plan
 from .registry import tactic
-from .torch_fused import epilogue_operands, rows_in_memory_order
-from .triton_gemm import (TritonGemmEpilogue, _epilogue_store, gemm_epilogue, grouped_tile, kernel_activation,
-                          output_tiles, tma_descriptors, tma_reason)
+from .triton_gemm import (TritonGemmEpilogue, _epilogue_store, epilogue_runner, gemm_epilogue, grouped_tile,
+                          kernel_activation, output_tiles, tma_descriptors, tma_reason)
 
 CONFIGS = [{"BM": bm, "BN": 64, "BK": 64, "G": 1, "stages": 4, "warps": 4, "TMA": 1, "SPLIT": 1}
            for bm in (64, 128)]
@@ -148,16 +147,5 @@ class TritonGemmSplitK:
 
     @staticmethod
     def build(layer, cfg, device):
-        at = dict(layer.attrs)
-
-        def run(inputs):
-            a, b, bias, residual = epilogue_operands(inputs)
-            if at.get("trans_b", 0):
-                b = b.transpose(-1, -2)
-            return [product(a, b, bias, residual)]
-
-        @rows_in_memory_order
-        def product(a, b, bias, residual):
-            return gemm_splitk(a, b, bias, residual, at.get("scale", 1.0), at.get("activation", "none"),
-                               at.get("alpha", 0.0), at.get("beta", 0.0), at.get("residual_first", 0), cfg)
-        return run
+        return epilogue_runner(layer, lambda a, b, bias, residual, *epi: gemm_splitk(a, b, bias, residual, *epi,
+                                                                                     cfg=cfg))
